@@ -1,0 +1,112 @@
+// Package store defines how Tandem persists its state. The interface lives here;
+// the SQLite implementation lives in the sqlite subpackage, and all SQL stays there.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// ErrNotFound is returned when the asked-for row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrExists is returned when a row with the same key already exists.
+var ErrExists = errors.New("already exists")
+
+// Workspace is a persisted workspace.
+type Workspace struct {
+	ID        string
+	Path      string // resolved absolute path, unique
+	CreatedAt time.Time
+	// SeqReserved is the highest event seq that may have been handed out for this
+	// workspace. After a restart numbering resumes above it, so seqs keep growing
+	// even though ephemeral events never reach the disk.
+	SeqReserved int64
+}
+
+// Session is a persisted session. Runtime fields (busy, queued, attached clients)
+// are not stored.
+type Session struct {
+	ID              string
+	WorkspaceID     string
+	Title           string
+	Model           string
+	ReasoningEffort string
+	// Config is the session's settings as JSON (system message, tool filters,
+	// permission mode, provider without its key...). The store does not look inside.
+	Config       json.RawMessage
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	MessageCount int // computed on read; ignored on write
+}
+
+// Event is a persisted event of the workspace log.
+type Event struct {
+	Seq         int64
+	WorkspaceID string
+	SessionID   string // "" for workspace-level events
+	RunID       string
+	Type        string
+	// InHistory is true when the event belongs to its session's history
+	// (GET .../sessions/{sid}/events); see proto.InSessionHistory.
+	InHistory bool
+	// Envelope is the encoded proto.Event, exactly as sent on the stream.
+	Envelope []byte
+}
+
+// Pending is a request a parked run waits on (a permission or a client tool call).
+type Pending struct {
+	RequestID   string
+	WorkspaceID string
+	SessionID   string
+	RunID       string
+	Kind        string          // "permission" or "tool_call"
+	Data        json.RawMessage // the request as sent to clients plus what reviving the run needs
+	CreatedAt   time.Time
+}
+
+// Store is everything Tandem keeps on disk. Implementations are safe for
+// concurrent use. Every write is durable (committed) when the call returns.
+type Store interface {
+	// EnsureWorkspace returns the workspace whose Path is w.Path, inserting w when
+	// there is none; created reports whether w was inserted.
+	EnsureWorkspace(ctx context.Context, w Workspace) (ws Workspace, created bool, err error)
+	GetWorkspace(ctx context.Context, id string) (Workspace, error)
+	ListWorkspaces(ctx context.Context) ([]Workspace, error) // oldest first
+	// ReserveSeq raises the workspace's SeqReserved to upTo (never lowers it).
+	ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error
+
+	CreateSession(ctx context.Context, s Session) error // ErrExists when the id is taken
+	GetSession(ctx context.Context, workspaceID, id string) (Session, error)
+	// ListSessions returns the workspace's sessions, most recently updated first.
+	ListSessions(ctx context.Context, workspaceID string) ([]Session, error)
+	UpdateSession(ctx context.Context, s Session) error
+	// DeleteSession removes the session with its messages, events and pending requests.
+	DeleteSession(ctx context.Context, workspaceID, id string) error
+
+	// PutMessage inserts or replaces a message by id; the created order is kept.
+	PutMessage(ctx context.Context, m proto.Message) error
+	ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) // oldest first
+
+	AppendEvent(ctx context.Context, e Event) error
+	// WorkspaceEvents returns the workspace log's events with afterSeq < seq <= upToSeq
+	// (upToSeq <= 0: no upper bound), oldest first, at most limit (<= 0: no limit).
+	WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq, upToSeq int64, limit int) ([]Event, error)
+	// SessionEvents returns the session's history events (InHistory) with seq > afterSeq,
+	// oldest first, at most limit (<= 0: no limit).
+	SessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error)
+	// MaxSeq is the highest persisted seq of the workspace, 0 when none.
+	MaxSeq(ctx context.Context, workspaceID string) (int64, error)
+
+	PutPending(ctx context.Context, p Pending) error
+	DeletePending(ctx context.Context, requestID string) error // ErrNotFound when absent
+	GetPending(ctx context.Context, requestID string) (Pending, error)
+	ListPending(ctx context.Context, workspaceID string) ([]Pending, error) // oldest first
+
+	// Close flushes and closes the database.
+	Close() error
+}

@@ -1,0 +1,201 @@
+// Package proto holds Tandem's wire types: the JSON bodies of the HTTP API and
+// the envelope and payloads of the event stream. It has no dependencies beyond the
+// standard library so any Go client can import it.
+package proto
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Time is a timestamp that always encodes as RFC 3339 in UTC with fractional
+// seconds, as the contract requires; time.Time drops the fraction when it is zero.
+type Time struct{ time.Time }
+
+// timeLayout keeps microseconds: SQLite round-trips them and clients can sort on them.
+const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// Now returns the current time truncated to the precision Time encodes.
+func Now() Time { return Time{time.Now().UTC().Truncate(time.Microsecond)} }
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(timeLayout) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v.UTC()
+	return nil
+}
+
+// String formats t the way it is encoded.
+func (t Time) String() string { return t.UTC().Format(timeLayout) }
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a snake_case code and a human-readable message.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes of the contract.
+const (
+	CodeInvalidJSON       = "invalid_json"
+	CodeInvalidArgument   = "invalid_argument"
+	CodeUnauthorized      = "unauthorized"
+	CodeWorkspaceNotFound = "workspace_not_found"
+	CodeSessionNotFound   = "session_not_found"
+	CodeRequestNotFound   = "request_not_found"
+	CodeNotFound          = "not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeAlreadyExists     = "already_exists"
+	CodeAlreadyResolved   = "already_resolved"
+	CodeToolConflict      = "tool_conflict"
+	CodeWorkspaceNotOpen  = "workspace_not_open"
+	CodeWorkspaceClosing  = "workspace_closing"
+	CodeBodyTooLarge      = "body_too_large"
+	CodeShuttingDown      = "shutting_down"
+	CodeInternal          = "internal"
+)
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	Status       string `json:"status"`
+	Version      string `json:"version"`
+	DefaultModel string `json:"default_model"`
+}
+
+// Workspace is a project directory that clients attach to.
+type Workspace struct {
+	ID        string `json:"id"`
+	Path      string `json:"path"`
+	Open      bool   `json:"open"`
+	Clients   int    `json:"clients"`
+	CreatedAt Time   `json:"created_at"`
+}
+
+// CreateWorkspaceRequest is the body of POST /v1/workspaces.
+type CreateWorkspaceRequest struct {
+	Path string `json:"path"`
+}
+
+// WorkspaceList is the body of GET /v1/workspaces.
+type WorkspaceList struct {
+	Workspaces []Workspace `json:"workspaces"`
+}
+
+// SessionContext describes where a session's agent works.
+type SessionContext struct {
+	Cwd string `json:"cwd"`
+}
+
+// Session is one conversation with the agent inside a workspace.
+type Session struct {
+	ID              string         `json:"id"`
+	WorkspaceID     string         `json:"workspace_id"`
+	Title           string         `json:"title"`
+	Model           string         `json:"model"`
+	ReasoningEffort string         `json:"reasoning_effort,omitempty"`
+	CreatedAt       Time           `json:"created_at"`
+	UpdatedAt       Time           `json:"updated_at"`
+	MessageCount    int            `json:"message_count"`
+	Busy            bool           `json:"busy"`
+	Queued          int            `json:"queued"`
+	AttachedClients int            `json:"attached_clients"`
+	Context         SessionContext `json:"context"`
+}
+
+// SessionList is the body of GET .../sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// LastSession is the body of GET .../sessions/last.
+type LastSession struct {
+	SessionID *string `json:"session_id"`
+}
+
+// SystemMessage customizes a session's system prompt.
+type SystemMessage struct {
+	Mode     string                     `json:"mode"`
+	Content  string                     `json:"content,omitempty"`
+	Sections map[string]SectionOverride `json:"sections,omitempty"`
+}
+
+// SectionOverride is one action on a named section of the default system prompt.
+type SectionOverride struct {
+	Action  string `json:"action"`
+	Content string `json:"content,omitempty"`
+}
+
+// Provider overrides the model provider of one session. APIKey is kept in memory
+// only and never returned.
+type Provider struct {
+	Type    string         `json:"type"`
+	BaseURL string         `json:"base_url,omitempty"`
+	APIKey  string         `json:"api_key,omitempty"`
+	Azure   *AzureProvider `json:"azure,omitempty"`
+}
+
+// AzureProvider holds Azure OpenAI settings.
+type AzureProvider struct {
+	APIVersion string `json:"api_version,omitempty"`
+}
+
+// ToolSpec is a tool a client offers to the model.
+type ToolSpec struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description,omitempty"`
+	Parameters     json.RawMessage `json:"parameters,omitempty"`
+	SkipPermission bool            `json:"skip_permission,omitempty"`
+}
+
+// CreateSessionRequest is the body of POST .../sessions. Every field is optional.
+type CreateSessionRequest struct {
+	ID              string         `json:"id,omitempty"`
+	Title           string         `json:"title,omitempty"`
+	Model           string         `json:"model,omitempty"`
+	ReasoningEffort string         `json:"reasoning_effort,omitempty"`
+	SystemMessage   *SystemMessage `json:"system_message,omitempty"`
+	AvailableTools  []string       `json:"available_tools,omitempty"`
+	ExcludedTools   []string       `json:"excluded_tools,omitempty"`
+	Provider        *Provider      `json:"provider,omitempty"`
+	PermissionMode  string         `json:"permission_mode,omitempty"`
+	ClientID        string         `json:"client_id,omitempty"`
+	Tools           []ToolSpec     `json:"tools,omitempty"`
+}
+
+// LogRequest is the body of POST .../sessions/{sid}/log.
+type LogRequest struct {
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Ephemeral bool   `json:"ephemeral,omitempty"`
+}
+
+// LogResponse is the answer to a log request.
+type LogResponse struct {
+	Seq int64 `json:"seq"`
+}
+
+// EventList is the body of GET .../sessions/{sid}/events.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// MessageList is the body of GET .../sessions/{sid}/messages.
+type MessageList struct {
+	Messages []Message `json:"messages"`
+}
