@@ -1,0 +1,232 @@
+// Command tandem runs the Tandem server: several clients driving one AI coding
+// agent together over HTTP and Server-Sent Events.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/tandem-dev/tandem/internal/server"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: tandem <command> [flags]
+
+commands:
+  serve    run the server (tandem serve -h for flags)
+  version  print the version
+`
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], getenv, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "tandem", server.Version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "tandem: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+// serveOptions are the flags of tandem serve; each also reads an environment
+// variable, and a flag given on the command line wins over it.
+type serveOptions struct {
+	addr        string
+	dataDir     string
+	token       string
+	model       string
+	createGrace time.Duration
+	detachGrace time.Duration
+	heartbeat   time.Duration
+	logLevel    string
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envDur := func(name string, def time.Duration) (time.Duration, error) {
+		v := getenv(name)
+		if v == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		return d, nil
+	}
+	var o serveOptions
+	var err error
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", env("TANDEM_ADDR", "127.0.0.1:7433"), "listen address; port 0 picks a free port (TANDEM_ADDR)")
+	fs.StringVar(&o.dataDir, "data-dir", env("TANDEM_DATA_DIR", defaultDataDir(getenv)), "data directory (TANDEM_DATA_DIR)")
+	fs.StringVar(&o.token, "token", env("TANDEM_TOKEN", ""), "bearer token; generated into DATA_DIR/token when empty (TANDEM_TOKEN)")
+	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", "echo"), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL)")
+	fs.StringVar(&o.logLevel, "log-level", env("TANDEM_LOG_LEVEL", "info"), "debug, info, warn or error (TANDEM_LOG_LEVEL)")
+	durations := []struct {
+		p    *time.Duration
+		name string
+		env  string
+		def  time.Duration
+		help string
+	}{
+		{&o.createGrace, "create-grace", "TANDEM_CREATE_GRACE", 30 * time.Second, "how long POST /v1/workspaces holds a workspace open"},
+		{&o.detachGrace, "detach-grace", "TANDEM_DETACH_GRACE", 10 * time.Second, "how long a workspace stays open after its last stream"},
+		{&o.heartbeat, "heartbeat", "TANDEM_HEARTBEAT", 15 * time.Second, "interval of the stream's ': ping' comments"},
+	}
+	for _, d := range durations {
+		def, derr := envDur(d.env, d.def)
+		if derr != nil && err == nil {
+			err = derr
+		}
+		fs.DurationVar(d.p, d.name, def, d.help+" ("+d.env+")")
+	}
+	if err != nil {
+		return o, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, d := range durations {
+		if *d.p <= 0 {
+			return o, fmt.Errorf("--%s must be positive", d.name)
+		}
+	}
+	return o, nil
+}
+
+func defaultDataDir(getenv func(string) string) string {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "tandem")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".local", "share", "tandem")
+}
+
+// isLoopback reports whether addr only listens on loopback. An empty host
+// means every interface, which is not.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("bad --addr %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseServe(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintln(stderr, "tandem serve: bad log level:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	loopback, err := isLoopback(o.addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		return 2
+	}
+	if !loopback && o.token == "" {
+		fmt.Fprintf(stderr, "tandem serve: refusing to listen on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.addr)
+		return 2
+	}
+	token := o.token
+	if token == "" {
+		var path string
+		token, path, err = server.LoadOrCreateToken(o.dataDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "tandem serve:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "tandem: bearer token in %s\n", path)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(ctx, server.Config{
+		DataDir:      o.dataDir,
+		Token:        token,
+		DefaultModel: o.model,
+		CreateGrace:  o.createGrace,
+		DetachGrace:  o.detachGrace,
+		Heartbeat:    o.heartbeat,
+		Logger:       logger,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		_ = srv.Shutdown(context.Background())
+		return 1
+	}
+	fmt.Fprintf(stdout, "tandem listening on http://%s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err = <-served:
+		logger.Error("server stopped", "err", err)
+		_ = srv.Shutdown(context.Background())
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	code := 0
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Error("shutdown", "err", err)
+		code = 1
+	}
+	if err := <-served; err != nil {
+		logger.Error("serve", "err", err)
+	}
+	return code
+}

@@ -1,0 +1,193 @@
+// Package httpapi is Tandem's HTTP layer: it decodes requests, calls the domain
+// packages and encodes their answers. It holds no state of its own beyond the
+// shutdown flag.
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// DefaultMaxBody is the request body limit when Config.MaxBody is zero.
+const DefaultMaxBody = 16 << 20
+
+// Config wires the API to the domain.
+type Config struct {
+	Token        string
+	Version      string
+	DefaultModel string
+	MaxBody      int64
+	Workspaces   *workspace.Manager
+	Sessions     *session.Service
+	// Routes lets later layers (agent runs, permissions) mount their routes on
+	// the authenticated /v1 router.
+	Routes []func(r chi.Router, a *API)
+	Logger *slog.Logger
+}
+
+// API serves the /v1 routes.
+type API struct {
+	cfg      Config
+	log      *slog.Logger
+	token    [32]byte
+	stopping atomic.Bool
+}
+
+// New returns the API for cfg.
+func New(cfg Config) *API {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token))}
+}
+
+// BeginShutdown makes every later request but health answer 503 shutting_down.
+func (a *API) BeginShutdown() { a.stopping.Store(true) }
+
+// Handler returns the root handler.
+func (a *API) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(a.logRequests, a.recoverer, a.limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Get("/v1/health", a.health)
+	r.Group(func(r chi.Router) {
+		r.Use(a.refuseWhileStopping, a.authenticate)
+		r.Route("/v1/workspaces", func(r chi.Router) {
+			r.Post("/", a.createWorkspace)
+			r.Get("/", a.listWorkspaces)
+			r.Route("/{wid}", func(r chi.Router) {
+				r.Get("/", a.getWorkspace)
+				r.Delete("/", a.deleteWorkspace)
+				r.Get("/events", a.streamEvents)
+				r.Route("/sessions", func(r chi.Router) {
+					r.Post("/", a.createSession)
+					r.Get("/", a.listSessions)
+					r.Get("/last", a.lastSession)
+					r.Route("/{sid}", func(r chi.Router) {
+						r.Get("/", a.getSession)
+						r.Delete("/", a.deleteSession)
+						r.Get("/messages", a.listMessages)
+						r.Get("/events", a.listSessionEvents)
+						r.Post("/log", a.logToSession)
+					})
+				})
+			})
+		})
+		for _, mount := range a.cfg.Routes {
+			mount(r, a)
+		}
+	})
+	return r
+}
+
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel})
+}
+
+// authenticate checks the bearer token. Only the SSE route also takes
+// ?access_token=, because browsers' EventSource cannot set headers.
+func (a *API) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && isStreamRoute(r) {
+			given, ok = r.URL.Query().Get("access_token"), r.URL.Query().Has("access_token")
+		}
+		// Comparing digests keeps the comparison constant-time whatever the lengths.
+		sum := sha256.Sum256([]byte(given))
+		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+			a.writeError(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isStreamRoute(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/workspaces/") && strings.HasSuffix(r.URL.Path, "/events") &&
+		strings.Count(r.URL.Path, "/") == 4
+}
+
+func (a *API) refuseWhileStopping(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.stopping.Load() {
+			a.writeError(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *API) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records the status for the request log. It unwraps so
+// http.ResponseController reaches the connection (flush, write deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logRequests logs one line per request. It logs the path without the query
+// string, which may hold an access token.
+func (a *API) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := r.URL.Path
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		a.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path,
+			"status", sw.status, "duration", time.Since(start))
+	})
+}
+
+func stack() string { return string(debug.Stack()) }

@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// statusOf is the one place where the contract's error codes meet HTTP statuses.
+func statusOf(code string) int {
+	switch code {
+	case proto.CodeInvalidJSON, proto.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case proto.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case proto.CodeWorkspaceNotFound, proto.CodeSessionNotFound, proto.CodeRequestNotFound, proto.CodeNotFound:
+		return http.StatusNotFound
+	case proto.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case proto.CodeAlreadyExists, proto.CodeAlreadyResolved, proto.CodeToolConflict,
+		proto.CodeWorkspaceNotOpen, proto.CodeWorkspaceClosing:
+		return http.StatusConflict
+	case proto.CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case proto.CodeShuttingDown:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError answers with the contract's error body. Unexpected errors are
+// logged with their detail and answered with a generic message.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := tandem.ErrorCode(err)
+	status := statusOf(code)
+	if status == http.StatusInternalServerError {
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, proto.ErrorBody{Error: proto.ErrorDetail{Code: code, Message: tandem.ErrorMessage(err)}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON body strictly into v: unknown fields, wrong types and
+// trailing data are errors naming what is wrong. An empty body counts as {}
+// because routes with optional bodies (cancel, delete) must accept it.
+func decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return tandem.Errorf(proto.CodeBodyTooLarge, "body is larger than %d bytes", tooLarge.Limit)
+		}
+		return tandem.Errorf(proto.CodeInvalidJSON, "read body: %v", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return tandem.Errorf(proto.CodeInvalidJSON, "body has data after the JSON value")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return tandem.Errorf(proto.CodeInvalidJSON, "body is not valid JSON: %v", err)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return tandem.Invalid("body must be a JSON object, got %s", typ.Value)
+		}
+		return tandem.Invalid("field %q must be %s, got %s", typ.Field, jsonType(typ.Type.Kind().String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return tandem.Invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return tandem.Invalid("invalid body: %v", err)
+}
+
+// jsonType names Go kinds the way a JSON client thinks of them.
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+		return "a number"
+	}
+	return fmt.Sprintf("of type %s", kind)
+}
+
+// recoverer turns a panic into a 500 with the error body and keeps the server up.
+func (a *API) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			rec := recover()
+			if rec == nil {
+				return
+			}
+			if rec == http.ErrAbortHandler {
+				panic(rec)
+			}
+			a.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(rec), slog.String("stack", stack()))
+			a.writeError(w, r, fmt.Errorf("panic: %v", rec))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

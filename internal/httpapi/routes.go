@@ -1,0 +1,222 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Decode reads a strict JSON body into v, writing the error answer itself when
+// it fails; routes mounted by other packages use it too.
+func (a *API) Decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := decode(r, v); err != nil {
+		a.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
+// Respond writes v as JSON with status, or the error answer for err.
+func (a *API) Respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func (a *API) createWorkspace(w http.ResponseWriter, r *http.Request) {
+	var req proto.CreateWorkspaceRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	ws, created, err := a.cfg.Workspaces.Open(r.Context(), req.Path)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, ws.Info())
+}
+
+func (a *API) listWorkspaces(w http.ResponseWriter, r *http.Request) {
+	list, err := a.cfg.Workspaces.List(r.Context())
+	a.Respond(w, r, http.StatusOK, proto.WorkspaceList{Workspaces: list}, err)
+}
+
+func (a *API) getWorkspace(w http.ResponseWriter, r *http.Request) {
+	ws, err := a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ws.Info())
+}
+
+func (a *API) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
+	var empty struct{}
+	if !a.Decode(w, r, &empty) {
+		return
+	}
+	ws, err := a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	ws.Close("deleted")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Workspace resolves the {wid} path parameter for routes mounted elsewhere.
+func (a *API) Workspace(r *http.Request) (*workspace.Workspace, error) {
+	return a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
+}
+
+// ParseUUID checks a body or query id, naming the field in the error.
+func ParseUUID(field, v string) error {
+	if v == "" {
+		return tandem.Invalid("%s is required", field)
+	}
+	if _, err := uuid.Parse(v); err != nil {
+		return tandem.Invalid("%s must be a UUID, got %q", field, v)
+	}
+	return nil
+}
+
+func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ws, err := a.Workspace(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	clientID := q.Get("client_id")
+	if err := ParseUUID("client_id", clientID); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	opts := workspace.StreamOptions{ClientID: clientID}
+	if sid := q.Get("session_id"); sid != "" {
+		if err := ParseUUID("session_id", sid); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if _, err := a.cfg.Sessions.Get(r.Context(), ws.ID, sid); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		opts.SessionID = sid
+		a.cfg.Sessions.Join(sid, clientID)
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = q.Get("last_event_id")
+	}
+	if last != "" {
+		n, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || n < 0 {
+			a.writeError(w, r, tandem.Invalid("Last-Event-ID must be a non-negative integer, got %q", last))
+			return
+		}
+		opts.LastEventID, opts.Resume = n, true
+	}
+	err = ws.Stream(r.Context(), w, opts)
+	var te *tandem.Error
+	if errors.As(err, &te) {
+		// A claim refusal happens before the stream starts, so it can still be answered.
+		a.writeError(w, r, err)
+		return
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Debug("stream ended", "workspace_id", ws.ID, "client_id", clientID, "err", err)
+	}
+}
+
+func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
+	var req proto.CreateSessionRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	s, err := a.cfg.Sessions.Create(r.Context(), chi.URLParam(r, "wid"), req)
+	a.Respond(w, r, http.StatusCreated, s, err)
+}
+
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.cfg.Sessions.List(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusOK, proto.SessionList{Sessions: list}, err)
+}
+
+func (a *API) lastSession(w http.ResponseWriter, r *http.Request) {
+	id, err := a.cfg.Sessions.Last(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusOK, proto.LastSession{SessionID: id}, err)
+}
+
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
+	s, err := a.cfg.Sessions.Get(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	a.Respond(w, r, http.StatusOK, s, err)
+}
+
+func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
+	var empty struct{}
+	if !a.Decode(w, r, &empty) {
+		return
+	}
+	err := a.cfg.Sessions.Delete(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	a.Respond(w, r, http.StatusNoContent, nil, err)
+}
+
+func (a *API) listMessages(w http.ResponseWriter, r *http.Request) {
+	msgs, err := a.cfg.Sessions.Messages(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	a.Respond(w, r, http.StatusOK, proto.MessageList{Messages: msgs}, err)
+}
+
+func (a *API) listSessionEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := queryInt(q.Get("after"), "after")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	limit, err := queryInt(q.Get("limit"), "limit")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	evs, err := a.cfg.Sessions.Events(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), after, int(limit))
+	a.Respond(w, r, http.StatusOK, proto.EventList{Events: evs}, err)
+}
+
+func queryInt(v, name string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, tandem.Invalid("%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}
+
+func (a *API) logToSession(w http.ResponseWriter, r *http.Request) {
+	var req proto.LogRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	seq, err := a.cfg.Sessions.Log(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	a.Respond(w, r, http.StatusOK, proto.LogResponse{Seq: seq}, err)
+}

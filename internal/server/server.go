@@ -1,0 +1,147 @@
+// Package server wires Tandem together: store, hub, workspaces, sessions and the
+// HTTP API, and stops them in the right order.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tandem-dev/tandem/internal/httpapi"
+	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/sqlite"
+	"github.com/tandem-dev/tandem/internal/workspace"
+)
+
+// Version is the server's version string.
+const Version = "0.1.0"
+
+// Config configures a Server. Zero durations take the contract's defaults.
+type Config struct {
+	DataDir      string
+	Token        string
+	DefaultModel string
+	CreateGrace  time.Duration
+	DetachGrace  time.Duration
+	Heartbeat    time.Duration
+	// StreamQueueBytes bounds each stream's queue; 0 means 1 MiB.
+	StreamQueueBytes int
+	// MaxBody bounds request bodies; 0 means 16 MiB.
+	MaxBody int64
+	Logger  *slog.Logger
+}
+
+// Server is a running Tandem.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	store      store.Store
+	hub        *hub.Hub
+	workspaces *workspace.Manager
+	sessions   *session.Service
+	api        *httpapi.API
+	http       *http.Server
+}
+
+// New opens the database in cfg.DataDir and builds the server.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DefaultModel == "" {
+		cfg.DefaultModel = "echo"
+	}
+	if cfg.CreateGrace == 0 {
+		cfg.CreateGrace = 30 * time.Second
+	}
+	if cfg.DetachGrace == 0 {
+		cfg.DetachGrace = 10 * time.Second
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("server needs a token")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "tandem.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: db}
+	s.hub = hub.New(hub.Config{
+		QueueBytes: cfg.StreamQueueBytes,
+		Heartbeat:  cfg.Heartbeat,
+		Logger:     cfg.Logger,
+	})
+	s.workspaces = workspace.NewManager(workspace.Config{
+		Store:       db,
+		Hub:         s.hub,
+		CreateGrace: cfg.CreateGrace,
+		DetachGrace: cfg.DetachGrace,
+		Logger:      cfg.Logger,
+	})
+	s.sessions = session.NewService(session.Config{
+		Store:        db,
+		Workspaces:   s.workspaces,
+		DefaultModel: cfg.DefaultModel,
+		Logger:       cfg.Logger,
+	})
+	s.api = httpapi.New(httpapi.Config{
+		Token:        cfg.Token,
+		Version:      Version,
+		DefaultModel: cfg.DefaultModel,
+		MaxBody:      cfg.MaxBody,
+		Workspaces:   s.workspaces,
+		Sessions:     s.sessions,
+		Logger:       cfg.Logger,
+	})
+	s.http = &http.Server{
+		Handler: s.api.Handler(),
+		// No WriteTimeout: it would cut every stream. The hub sets a write
+		// deadline per write instead.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler is the server's root HTTP handler (tests serve it with httptest).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting work, tells every stream the workspace is closing,
+// cancels runs, ends streams and closes the database. It is safe to call on a
+// server that never served (tests using Handler).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.api.BeginShutdown()
+	s.workspaces.Shutdown(ctx)
+	s.hub.Close()
+	var errs []error
+	if err := s.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop http server: %w", err))
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close database: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,493 @@
+// Package session manages sessions: their settings, history and the events that
+// announce them. Runs are the coordinator's; this package asks it for run state
+// through the Runtime interface.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Runtime is what the session layer needs from whoever runs the agent.
+type Runtime interface {
+	// State reports whether the session has an active run and how many are queued.
+	State(workspaceID, sessionID string) (busy bool, queued int)
+	// Forget cancels the session's runs and resolves its pending requests as
+	// canceled; it returns once they are finished. Called before a delete.
+	Forget(ctx context.Context, ws *workspace.Workspace, sessionID string)
+}
+
+type idleRuntime struct{}
+
+func (idleRuntime) State(string, string) (bool, int)                     { return false, 0 }
+func (idleRuntime) Forget(context.Context, *workspace.Workspace, string) {}
+
+// Settings are a session's persisted settings (store.Session.Config). The
+// provider's API key is not among them: it lives in memory only.
+type Settings struct {
+	SystemMessage  *proto.SystemMessage `json:"system_message,omitempty"`
+	AvailableTools []string             `json:"available_tools,omitempty"`
+	ExcludedTools  []string             `json:"excluded_tools,omitempty"`
+	PermissionMode string               `json:"permission_mode,omitempty"`
+	Provider       *proto.Provider      `json:"provider,omitempty"`
+}
+
+// Config configures a Service.
+type Config struct {
+	Store      store.Store
+	Workspaces *workspace.Manager
+	// DefaultModel is the model of sessions created without one.
+	DefaultModel string
+	// ValidateModel rejects model strings no provider can serve; nil accepts all.
+	ValidateModel func(model string) error
+	Logger        *slog.Logger
+}
+
+// Service implements the session routes.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	runtime Runtime
+	// keys holds per-session provider API keys: memory only, by contract.
+	keys map[string]string
+	// members are the clients that created, resumed or prompted a session, so
+	// attached_clients can count the ones still attached.
+	members map[string]map[string]struct{}
+	// tools are the client tools offered per session and client.
+	tools map[string]map[string][]proto.ToolSpec
+}
+
+// NewService returns a Service; SetRuntime wires the coordinator in later.
+func NewService(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		runtime: idleRuntime{},
+		keys:    make(map[string]string),
+		members: make(map[string]map[string]struct{}),
+		tools:   make(map[string]map[string][]proto.ToolSpec),
+	}
+}
+
+// SetRuntime installs the run-state provider.
+func (s *Service) SetRuntime(r Runtime) {
+	s.mu.Lock()
+	s.runtime = r
+	s.mu.Unlock()
+}
+
+func (s *Service) rt() Runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runtime
+}
+
+var (
+	reasoningEfforts = []string{"low", "medium", "high", "xhigh"}
+	permissionModes  = []string{"ask", "allow_all", "deny_all"}
+	providerTypes    = []string{"openai", "azure", "anthropic"}
+	logLevels        = []string{"info", "warning", "error"}
+)
+
+// ValidReasoningEffort rejects efforts the contract does not name; "" is allowed.
+func ValidReasoningEffort(effort string) error {
+	if effort != "" && !slices.Contains(reasoningEfforts, effort) {
+		return tandem.Invalid("reasoning_effort must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), effort)
+	}
+	return nil
+}
+
+// Create creates a session in the workspace.
+func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessionRequest) (proto.Session, error) {
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return proto.Session{}, err
+	}
+	if err := s.validateCreate(&req); err != nil {
+		return proto.Session{}, err
+	}
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	}
+	if req.Model == "" {
+		req.Model = s.cfg.DefaultModel
+	}
+	settings := Settings{
+		SystemMessage:  req.SystemMessage,
+		AvailableTools: req.AvailableTools,
+		ExcludedTools:  req.ExcludedTools,
+		PermissionMode: req.PermissionMode,
+	}
+	if settings.PermissionMode == "" {
+		settings.PermissionMode = "ask"
+	}
+	var apiKey string
+	if req.Provider != nil {
+		p := *req.Provider
+		apiKey, p.APIKey = p.APIKey, ""
+		settings.Provider = &p
+	}
+	conf, err := json.Marshal(settings)
+	if err != nil {
+		return proto.Session{}, fmt.Errorf("encode session settings: %w", err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	title := req.Title
+	if title == "" {
+		title = "New session"
+	}
+	rec := store.Session{
+		ID:              req.ID,
+		WorkspaceID:     ws.ID,
+		Title:           title,
+		Model:           req.Model,
+		ReasoningEffort: req.ReasoningEffort,
+		Config:          conf,
+		CreatedAt:       now,
+		UpdatedAt:       now,
+	}
+	if err := s.cfg.Store.CreateSession(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return proto.Session{}, tandem.Errorf(proto.CodeAlreadyExists, "session %s already exists", req.ID)
+		}
+		return proto.Session{}, fmt.Errorf("create session %s: %w", req.ID, err)
+	}
+	s.mu.Lock()
+	if apiKey != "" {
+		s.keys[rec.ID] = apiKey
+	}
+	if req.ClientID != "" {
+		s.joinLocked(rec.ID, req.ClientID)
+		if len(req.Tools) > 0 {
+			s.tools[rec.ID] = map[string][]proto.ToolSpec{req.ClientID: req.Tools}
+		}
+	}
+	s.mu.Unlock()
+
+	sess := s.view(ws, rec)
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionCreated, SessionID: rec.ID, Data: sess}); err != nil {
+		return proto.Session{}, err
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionStarted, SessionID: rec.ID, Data: proto.SessionStarted{
+		SessionID:       rec.ID,
+		Model:           rec.Model,
+		ReasoningEffort: rec.ReasoningEffort,
+		Context:         proto.SessionContext{Cwd: ws.Path},
+	}}); err != nil {
+		return proto.Session{}, err
+	}
+	return sess, nil
+}
+
+func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
+	if req.ID != "" {
+		if _, err := uuid.Parse(req.ID); err != nil {
+			return tandem.Invalid("id must be a UUID, got %q", req.ID)
+		}
+	}
+	if req.ClientID != "" {
+		if _, err := uuid.Parse(req.ClientID); err != nil {
+			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
+		}
+	}
+	if req.Model != "" && s.cfg.ValidateModel != nil {
+		if err := s.cfg.ValidateModel(req.Model); err != nil {
+			return tandem.Invalid("model %q: %v", req.Model, err)
+		}
+	}
+	if err := ValidReasoningEffort(req.ReasoningEffort); err != nil {
+		return err
+	}
+	if req.PermissionMode != "" && !slices.Contains(permissionModes, req.PermissionMode) {
+		return tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), req.PermissionMode)
+	}
+	if req.Provider != nil && !slices.Contains(providerTypes, req.Provider.Type) {
+		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), req.Provider.Type)
+	}
+	if err := ValidateSystemMessage(req.SystemMessage); err != nil {
+		return err
+	}
+	if len(req.Tools) > 0 && req.ClientID == "" {
+		return tandem.Invalid("tools need a client_id: they belong to the client that offers them")
+	}
+	return ValidateTools(req.Tools)
+}
+
+// Sections are the named parts of the default system prompt.
+var Sections = []string{"identity", "tone", "tool_usage", "code_change_rules", "environment", "guidelines", "safety"}
+
+// ValidateSystemMessage checks a system_message against the contract.
+func ValidateSystemMessage(m *proto.SystemMessage) error {
+	if m == nil {
+		return nil
+	}
+	switch m.Mode {
+	case "append", "replace", "customize":
+	default:
+		return tandem.Invalid("system_message.mode must be append, replace or customize, got %q", m.Mode)
+	}
+	for id, o := range m.Sections {
+		if !slices.Contains(Sections, id) {
+			return tandem.Invalid("system_message.sections: unknown section %q (known: %s)", id, strings.Join(Sections, ", "))
+		}
+		switch o.Action {
+		case "replace", "remove", "append", "prepend":
+		default:
+			return tandem.Invalid("system_message.sections.%s.action must be replace, remove, append or prepend, got %q", id, o.Action)
+		}
+	}
+	if len(m.Sections) > 0 && m.Mode != "customize" {
+		return tandem.Invalid("system_message.sections need mode \"customize\"")
+	}
+	return nil
+}
+
+// ValidateTools checks client tool specs: names a model API accepts, unique,
+// parameters a JSON object.
+func ValidateTools(tools []proto.ToolSpec) error {
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		if !validToolName(t.Name) {
+			return tandem.Invalid("tools[%d].name %q must be 1-64 letters, digits, '_' or '-'", i, t.Name)
+		}
+		if seen[t.Name] {
+			return tandem.Invalid("tools[%d].name %q is given twice", i, t.Name)
+		}
+		seen[t.Name] = true
+		if len(t.Parameters) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+				return tandem.Invalid("tools[%d].parameters must be a JSON Schema object", i)
+			}
+			if typ, ok := schema["type"]; ok && typ != "object" {
+				return tandem.Invalid("tools[%d].parameters.type must be \"object\"", i)
+			}
+		}
+	}
+	return nil
+}
+
+func validToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Join records that clientID works in the session (for attached_clients).
+func (s *Service) Join(sessionID, clientID string) {
+	s.mu.Lock()
+	s.joinLocked(sessionID, clientID)
+	s.mu.Unlock()
+}
+
+func (s *Service) joinLocked(sessionID, clientID string) {
+	m := s.members[sessionID]
+	if m == nil {
+		m = make(map[string]struct{})
+		s.members[sessionID] = m
+	}
+	m[clientID] = struct{}{}
+}
+
+// APIKey returns the session's provider API key, kept in memory only.
+func (s *Service) APIKey(sessionID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys[sessionID]
+}
+
+// view turns a stored session into its API form with run-time fields.
+func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session {
+	busy, queued := s.rt().State(ws.ID, rec.ID)
+	s.mu.Lock()
+	attached := 0
+	for id := range s.members[rec.ID] {
+		if ws.HasClient(id) {
+			attached++
+		}
+	}
+	s.mu.Unlock()
+	return proto.Session{
+		ID:              rec.ID,
+		WorkspaceID:     rec.WorkspaceID,
+		Title:           rec.Title,
+		Model:           rec.Model,
+		ReasoningEffort: rec.ReasoningEffort,
+		CreatedAt:       proto.Time{Time: rec.CreatedAt},
+		UpdatedAt:       proto.Time{Time: rec.UpdatedAt},
+		MessageCount:    rec.MessageCount,
+		Busy:            busy,
+		Queued:          queued,
+		AttachedClients: attached,
+		Context:         proto.SessionContext{Cwd: ws.Path},
+	}
+}
+
+// Lookup returns the workspace and stored session, or the contract's 404s.
+func (s *Service) Lookup(ctx context.Context, wsID, sessionID string) (*workspace.Workspace, store.Session, error) {
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if _, err := uuid.Parse(sessionID); err != nil {
+		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %q not found", sessionID)
+	}
+	rec, err := s.cfg.Store.GetSession(ctx, ws.ID, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
+	}
+	if err != nil {
+		return nil, store.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+	}
+	return ws, rec, nil
+}
+
+// Get returns one session.
+func (s *Service) Get(ctx context.Context, wsID, sessionID string) (proto.Session, error) {
+	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return proto.Session{}, err
+	}
+	return s.view(ws, rec), nil
+}
+
+// List returns the workspace's sessions, most recently updated first.
+func (s *Service) List(ctx context.Context, wsID string) ([]proto.Session, error) {
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.cfg.Store.ListSessions(ctx, ws.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of %s: %w", ws.ID, err)
+	}
+	out := make([]proto.Session, len(recs))
+	for i, rec := range recs {
+		out[i] = s.view(ws, rec)
+	}
+	return out, nil
+}
+
+// Last returns the id of the most recently updated session, nil when none.
+func (s *Service) Last(ctx context.Context, wsID string) (*string, error) {
+	list, err := s.List(ctx, wsID)
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return &list[0].ID, nil
+}
+
+// Delete cancels the session's work and removes it with its history.
+func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
+	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return err
+	}
+	s.rt().Forget(ctx, ws, rec.ID)
+	if err := s.cfg.Store.DeleteSession(ctx, ws.ID, rec.ID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
+		}
+		return fmt.Errorf("delete session %s: %w", rec.ID, err)
+	}
+	s.mu.Lock()
+	delete(s.keys, rec.ID)
+	delete(s.members, rec.ID)
+	delete(s.tools, rec.ID)
+	s.mu.Unlock()
+	_, err = ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionDeleted, SessionID: rec.ID, Data: proto.SessionDeleted{SessionID: rec.ID}})
+	return err
+}
+
+// Messages returns the session's history, oldest first.
+func (s *Service) Messages(ctx context.Context, wsID, sessionID string) ([]proto.Message, error) {
+	_, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.cfg.Store.ListMessages(ctx, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list messages of %s: %w", rec.ID, err)
+	}
+	return msgs, nil
+}
+
+// MaxEventPage bounds one page of GET .../events.
+const MaxEventPage = 1000
+
+// Events returns a page of the session's persisted events.
+func (s *Service) Events(ctx context.Context, wsID, sessionID string, after int64, limit int) ([]proto.Event, error) {
+	_, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		return nil, tandem.Invalid("after must be >= 0")
+	}
+	if limit < 0 {
+		return nil, tandem.Invalid("limit must be > 0")
+	}
+	if limit == 0 || limit > MaxEventPage {
+		limit = MaxEventPage
+	}
+	recs, err := s.cfg.Store.SessionEvents(ctx, rec.ID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", rec.ID, err)
+	}
+	out := make([]proto.Event, len(recs))
+	for i, r := range recs {
+		if err := json.Unmarshal(r.Envelope, &out[i]); err != nil {
+			return nil, fmt.Errorf("decode event %d of %s: %w", r.Seq, rec.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// Log records a client's log line in the session.
+func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.LogRequest) (int64, error) {
+	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.Contains(logLevels, req.Level) {
+		return 0, tandem.Invalid("level must be one of %s, got %q", strings.Join(logLevels, ", "), req.Level)
+	}
+	if strings.TrimSpace(req.Message) == "" {
+		return 0, tandem.Invalid("message is required")
+	}
+	ev, err := ws.Emit(ctx, workspace.Draft{
+		Type:      proto.EventSessionLog,
+		SessionID: rec.ID,
+		Data:      proto.SessionLog{Level: req.Level, Message: req.Message},
+		Ephemeral: req.Ephemeral,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return ev.Seq, nil
+}

@@ -1,0 +1,232 @@
+// Package workspace owns workspaces at run time: which are open, who holds a
+// claim on them (create holds and streams), the grace timers that close them, and
+// each workspace's event log (seq assignment, persistence, fan-out).
+//
+// Lock order: Manager.mu, then Workspace.mu, then Workspace.logMu. Nothing here
+// calls out to other packages' locks while holding Manager.mu.
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Hooks let the packages built on workspaces react to their lifecycle without
+// the workspace package knowing them. Hooks run on their own goroutine, never
+// under a workspace lock.
+type Hooks struct {
+	// ClientGone is called when a client has had no open stream for the detach grace.
+	ClientGone func(ws *Workspace, clientID string)
+	// Closed is called after a workspace closed (its context is already canceled).
+	Closed func(ws *Workspace)
+}
+
+// Config configures a Manager.
+type Config struct {
+	Store       store.Store
+	Hub         *hub.Hub
+	CreateGrace time.Duration
+	DetachGrace time.Duration
+	Logger      *slog.Logger
+}
+
+// Manager keeps every known workspace and its claims.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	loaded   map[string]*Workspace
+	hooks    Hooks
+	stopping bool
+
+	// wg tracks hook goroutines and anything else started on behalf of workspaces.
+	wg sync.WaitGroup
+}
+
+// NewManager returns a Manager over cfg.Store.
+func NewManager(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, loaded: make(map[string]*Workspace)}
+}
+
+// SetHooks installs lifecycle hooks; call it before serving requests.
+func (m *Manager) SetHooks(h Hooks) {
+	m.mu.Lock()
+	m.hooks = h
+	m.mu.Unlock()
+}
+
+// Open registers the directory at path (or finds it, by its resolved path), opens
+// it and holds it open for the create grace. created reports a new workspace.
+func (m *Manager) Open(ctx context.Context, path string) (ws *Workspace, created bool, err error) {
+	resolved, err := resolveDir(path)
+	if err != nil {
+		return nil, false, err
+	}
+	rec, created, err := m.cfg.Store.EnsureWorkspace(ctx, store.Workspace{
+		ID:        uuid.NewString(),
+		Path:      resolved,
+		CreatedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("open workspace %s: %w", resolved, err)
+	}
+	ws, err = m.load(ctx, rec)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := ws.holdOpen(); err != nil {
+		return nil, false, err
+	}
+	return ws, created, nil
+}
+
+// resolveDir checks that path is an absolute, existing directory and returns it
+// with symlinks resolved, so two spellings of one directory are one workspace.
+func resolveDir(path string) (string, error) {
+	if path == "" {
+		return "", tandem.Invalid("path is required")
+	}
+	if !filepath.IsAbs(path) {
+		return "", tandem.Invalid("path %q is not absolute", path)
+	}
+	resolved, err := filepath.EvalSymlinks(filepath.Clean(path))
+	if err != nil {
+		return "", tandem.Invalid("path %q does not exist", path)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil || !fi.IsDir() {
+		return "", tandem.Invalid("path %q is not a directory", path)
+	}
+	return resolved, nil
+}
+
+// Get returns the workspace with that id, loading it from the store if needed.
+func (m *Manager) Get(ctx context.Context, id string) (*Workspace, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, tandem.Errorf(proto.CodeWorkspaceNotFound, "workspace %q not found", id)
+	}
+	m.mu.Lock()
+	ws := m.loaded[id]
+	m.mu.Unlock()
+	if ws != nil {
+		return ws, nil
+	}
+	rec, err := m.cfg.Store.GetWorkspace(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, tandem.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get workspace %s: %w", id, err)
+	}
+	return m.load(ctx, rec)
+}
+
+// List returns every known workspace, oldest first.
+func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
+	recs, err := m.cfg.Store.ListWorkspaces(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list workspaces: %w", err)
+	}
+	out := make([]proto.Workspace, 0, len(recs))
+	for _, rec := range recs {
+		m.mu.Lock()
+		ws := m.loaded[rec.ID]
+		m.mu.Unlock()
+		if ws != nil {
+			out = append(out, ws.Info())
+			continue
+		}
+		out = append(out, proto.Workspace{ID: rec.ID, Path: rec.Path, CreatedAt: proto.Time{Time: rec.CreatedAt}})
+	}
+	return out, nil
+}
+
+// load returns the in-memory Workspace for rec, creating it once.
+func (m *Manager) load(ctx context.Context, rec store.Workspace) (*Workspace, error) {
+	m.mu.Lock()
+	if ws := m.loaded[rec.ID]; ws != nil {
+		m.mu.Unlock()
+		return ws, nil
+	}
+	m.mu.Unlock()
+
+	// Numbering resumes above both what was reserved and what was persisted, so
+	// seqs keep growing across restarts even for events never written to disk.
+	maxSeq, err := m.cfg.Store.MaxSeq(ctx, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("load workspace %s: %w", rec.ID, err)
+	}
+	head := max(maxSeq, rec.SeqReserved)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ws := m.loaded[rec.ID]; ws != nil {
+		return ws, nil
+	}
+	ws := newWorkspace(m, rec, head)
+	m.loaded[rec.ID] = ws
+	return ws, nil
+}
+
+// runHook runs f on a goroutine the Manager waits for on Shutdown.
+func (m *Manager) runHook(f func()) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+}
+
+func (m *Manager) currentHooks() Hooks {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hooks
+}
+
+// Shutdown closes every open workspace, telling its streams why, and waits for
+// the hooks it started.
+func (m *Manager) Shutdown(ctx context.Context) {
+	m.mu.Lock()
+	m.stopping = true
+	all := make([]*Workspace, 0, len(m.loaded))
+	for _, ws := range m.loaded {
+		all = append(all, ws)
+	}
+	m.mu.Unlock()
+	for _, ws := range all {
+		ws.Close("shutdown")
+	}
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		m.log.Warn("workspace hooks still running at shutdown deadline")
+	}
+}
+
+func (m *Manager) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}

@@ -1,0 +1,341 @@
+package workspace
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Workspace is one project directory at run time.
+type Workspace struct {
+	// ID, Path and CreatedAt never change.
+	ID        string
+	Path      string
+	CreatedAt time.Time
+
+	m     *Manager
+	topic *hub.Topic
+
+	mu      sync.Mutex
+	open    bool
+	closing bool // Close is running: new claims wait for it to finish
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// streams counts open streams per client; total is their sum.
+	streams map[string]int
+	total   int
+	// hold is the create grace timer; closer the detach grace timer of the
+	// whole workspace; gone the detach grace timers of single clients.
+	hold   *time.Timer
+	closer *time.Timer
+	gone   map[string]*time.Timer
+	// gen changes on every open and close so a timer that fired just before
+	// being stopped sees it is stale and does nothing.
+	gen uint64
+
+	log eventLog
+}
+
+func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
+	w := &Workspace{
+		ID:        rec.ID,
+		Path:      rec.Path,
+		CreatedAt: rec.CreatedAt,
+		m:         m,
+		streams:   make(map[string]int),
+		gone:      make(map[string]*time.Timer),
+	}
+	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
+	w.log = eventLog{ws: w, seq: head, reserved: head}
+	// A closed workspace still has a context, canceled, so callers never see nil.
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.cancel()
+	return w
+}
+
+// Info returns the workspace as the API shows it.
+func (w *Workspace) Info() proto.Workspace {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return proto.Workspace{
+		ID:        w.ID,
+		Path:      w.Path,
+		Open:      w.open,
+		Clients:   w.total,
+		CreatedAt: proto.Time{Time: w.CreatedAt},
+	}
+}
+
+// Context is canceled when the workspace closes; work that belongs to the
+// workspace (runs, tools) derives from it, never from an HTTP request.
+func (w *Workspace) Context() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctx
+}
+
+// IsOpen reports whether the workspace is open.
+func (w *Workspace) IsOpen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.open
+}
+
+// CheckOpen returns the contract's error when the workspace cannot take work.
+func (w *Workspace) CheckOpen() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closing:
+		return tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+	case !w.open:
+		return tandem.Errorf(proto.CodeWorkspaceNotOpen, "workspace %s is not open; attach a stream or POST /v1/workspaces to open it", w.ID)
+	}
+	return nil
+}
+
+// Clients returns the ids of clients with at least one open stream.
+func (w *Workspace) Clients() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]string, 0, len(w.streams))
+	for id := range w.streams {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// HasClient reports whether the client has an open stream.
+func (w *Workspace) HasClient(clientID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.streams[clientID] > 0
+}
+
+// openLocked opens a closed workspace with a fresh context.
+func (w *Workspace) openLocked() {
+	if w.open {
+		return
+	}
+	w.open = true
+	w.gen++
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+}
+
+// hold is the claim of POST /v1/workspaces: open for the create grace.
+func (w *Workspace) holdOpen() error {
+	if w.m.isStopping() {
+		return tandem.Errorf(proto.CodeShuttingDown, "server is shutting down")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+	}
+	w.openLocked()
+	stopTimer(&w.closer)
+	stopTimer(&w.hold)
+	gen := w.gen
+	w.hold = time.AfterFunc(w.m.cfg.CreateGrace, func() { w.holdExpired(gen) })
+	return nil
+}
+
+func (w *Workspace) holdExpired(gen uint64) {
+	w.mu.Lock()
+	if gen != w.gen || w.hold == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.hold = nil
+	unclaimed := w.total == 0
+	w.mu.Unlock()
+	if unclaimed {
+		w.closeIf(gen, "create_grace_expired")
+	}
+}
+
+// attach claims the workspace for one stream of clientID, reopening it if it
+// was closed. first reports the client's first open stream.
+func (w *Workspace) attach(clientID string) (first bool, err error) {
+	if w.m.isStopping() {
+		return false, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return false, tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+	}
+	w.openLocked()
+	stopTimer(&w.hold) // opening a stream ends the create hold
+	stopTimer(&w.closer)
+	w.streams[clientID]++
+	w.total++
+	first = w.streams[clientID] == 1
+	if first {
+		if t := w.gone[clientID]; t != nil {
+			t.Stop()
+			delete(w.gone, clientID)
+		}
+	}
+	return first, nil
+}
+
+// detach releases one stream's claim. last reports the client's last stream.
+func (w *Workspace) detach(clientID string) (last bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.streams[clientID]--
+	w.total--
+	if w.streams[clientID] > 0 {
+		return false
+	}
+	delete(w.streams, clientID)
+	if !w.open {
+		return true
+	}
+	gen := w.gen
+	grace := w.m.cfg.DetachGrace
+	w.gone[clientID] = time.AfterFunc(grace, func() { w.clientGone(gen, clientID) })
+	if w.total == 0 && w.hold == nil {
+		stopTimer(&w.closer)
+		w.closer = time.AfterFunc(grace, func() { w.closeIf(gen, "detached") })
+	}
+	return true
+}
+
+func (w *Workspace) clientGone(gen uint64, clientID string) {
+	w.mu.Lock()
+	if gen != w.gen || w.streams[clientID] > 0 || w.gone[clientID] == nil {
+		w.mu.Unlock()
+		return
+	}
+	delete(w.gone, clientID)
+	w.mu.Unlock()
+	if h := w.m.currentHooks().ClientGone; h != nil {
+		h(w, clientID)
+	}
+}
+
+// closeIf closes the workspace if nothing changed since generation gen and
+// nobody holds a claim.
+func (w *Workspace) closeIf(gen uint64, reason string) {
+	w.mu.Lock()
+	stale := gen != w.gen || w.total > 0 || w.hold != nil
+	w.mu.Unlock()
+	if !stale {
+		w.close(reason, false)
+	}
+}
+
+// Close closes the workspace now, whoever holds claims: its streams are told
+// why and ended, its context is canceled. Used by DELETE and shutdown.
+func (w *Workspace) Close(reason string) { w.close(reason, true) }
+
+func (w *Workspace) close(reason string, endStreams bool) {
+	w.mu.Lock()
+	if !w.open || w.closing {
+		w.mu.Unlock()
+		return
+	}
+	w.closing = true
+	stopTimer(&w.hold)
+	stopTimer(&w.closer)
+	gone := make([]string, 0, len(w.gone))
+	for id, t := range w.gone {
+		t.Stop()
+		gone = append(gone, id)
+	}
+	clear(w.gone)
+	cancel := w.cancel
+	w.mu.Unlock()
+
+	w.m.log.Info("workspace closing", "workspace_id", w.ID, "reason", reason)
+	if _, err := w.Emit(context.Background(), Draft{
+		Type: proto.EventWorkspaceClosing,
+		Data: proto.WorkspaceClosing{Reason: reason},
+	}); err != nil {
+		w.m.log.Error("announce workspace closing", "workspace_id", w.ID, "err", err)
+	}
+	cancel()
+	hooks := w.m.currentHooks()
+	// Clients waiting out their detach grace lose their tools now.
+	if hooks.ClientGone != nil {
+		for _, id := range gone {
+			hooks.ClientGone(w, id)
+		}
+	}
+	// Closed runs synchronously: the coordinator finishes canceled runs here,
+	// so their last events still reach the streams we are about to end.
+	if hooks.Closed != nil {
+		hooks.Closed(w)
+	}
+	if endStreams {
+		w.topic.Disconnect()
+	}
+
+	w.mu.Lock()
+	w.open = false
+	w.closing = false
+	w.gen++
+	w.mu.Unlock()
+}
+
+// StreamOptions describe one SSE stream.
+type StreamOptions struct {
+	ClientID    string
+	SessionID   string
+	LastEventID int64
+	Resume      bool
+}
+
+// Stream claims the workspace for the stream's lifetime and serves it on rw
+// until ctx ends or the stream is evicted or disconnected. A claim error is
+// returned before anything is written.
+func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts StreamOptions) error {
+	first, err := w.attach(opts.ClientID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if w.detach(opts.ClientID) {
+			w.announcePresence(proto.EventClientDetached, opts.ClientID)
+		}
+	}()
+	return w.topic.Serve(ctx, rw, hub.ServeOptions{
+		ClientID:    opts.ClientID,
+		WorkspaceID: w.ID,
+		SessionID:   opts.SessionID,
+		LastEventID: opts.LastEventID,
+		Resume:      opts.Resume,
+		OnSubscribed: func() {
+			if first {
+				w.announcePresence(proto.EventClientAttached, opts.ClientID)
+			}
+		},
+	})
+}
+
+func (w *Workspace) announcePresence(typ, clientID string) {
+	w.mu.Lock()
+	n := w.total
+	w.mu.Unlock()
+	if _, err := w.Emit(context.Background(), Draft{
+		Type: typ,
+		Data: proto.ClientPresence{ClientID: clientID, Clients: n},
+	}); err != nil {
+		w.m.log.Error("announce client", "workspace_id", w.ID, "type", typ, "err", err)
+	}
+}
+
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
