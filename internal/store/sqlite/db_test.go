@@ -1,0 +1,744 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// t0 carries sub-second digits so the tests notice truncation or time-zone
+// drift in the round trip.
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func openTest(t testing.TB) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nested", "dir", "tandem.db")
+	db, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, path
+}
+
+func mustWorkspace(t testing.TB, db *DB, id string) store.Workspace {
+	t.Helper()
+	w, created, err := db.EnsureWorkspace(context.Background(),
+		store.Workspace{ID: id, Path: "/src/" + id, CreatedAt: t0})
+	require.NoError(t, err)
+	require.True(t, created)
+	return w
+}
+
+func mustSession(t testing.TB, db *DB, ws, id string, updated time.Time) store.Session {
+	t.Helper()
+	s := store.Session{
+		ID: id, WorkspaceID: ws, Title: "title " + id, Model: "m", ReasoningEffort: "high",
+		Config: json.RawMessage(`{"permission_mode":"ask"}`), CreatedAt: t0, UpdatedAt: updated,
+	}
+	require.NoError(t, db.CreateSession(context.Background(), s))
+	return s
+}
+
+func msg(id, sid, text string) proto.Message {
+	return proto.Message{
+		ID: id, SessionID: sid, RunID: "r1", Role: proto.RoleAssistant,
+		Parts: []proto.Part{
+			{Type: proto.PartText, Text: text},
+			{Type: proto.PartToolCall, ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"cmd":"ls"}`)},
+		},
+		Model:     "m",
+		CreatedAt: proto.Time{Time: t0},
+		UpdatedAt: proto.Time{Time: t0},
+	}
+}
+
+func ev(ws, sid string, seq int64, inHistory bool) store.Event {
+	return store.Event{
+		Seq: seq, WorkspaceID: ws, SessionID: sid, RunID: "run", Type: "message.delta",
+		InHistory: inHistory, Envelope: []byte(fmt.Sprintf(`{"seq":%d}`, seq)),
+	}
+}
+
+func seqs(es []store.Event) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func TestOpenCreatesParentDirPrivate(t *testing.T) {
+	_, path := openTest(t)
+	fi, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
+
+func TestOpenPathNeedingEscape(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "we?ird #dir%20", "t.db")
+	db, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	mustWorkspace(t, db, "w1")
+	require.NoError(t, db.Close())
+	_, err = os.Stat(path)
+	require.NoError(t, err, "the file must be at the literal path")
+}
+
+func TestPragmas(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	check := func(name string, q func(string) (string, error)) {
+		mode, err := q("PRAGMA journal_mode")
+		require.NoError(t, err, name)
+		require.Equal(t, "wal", mode, name)
+		fk, err := q("PRAGMA foreign_keys")
+		require.NoError(t, err, name)
+		require.Equal(t, "1", fk, name)
+		bt, err := q("PRAGMA busy_timeout")
+		require.NoError(t, err, name)
+		require.Equal(t, "5000", bt, name)
+		syn, err := q("PRAGMA synchronous")
+		require.NoError(t, err, name)
+		require.Equal(t, "1", syn, name) // NORMAL
+	}
+	check("writer", func(q string) (string, error) {
+		var s string
+		err := db.writer.QueryRowContext(ctx, q).Scan(&s)
+		return s, err
+	})
+	check("reader", func(q string) (string, error) {
+		var s string
+		err := db.reader.QueryRowContext(ctx, q).Scan(&s)
+		return s, err
+	})
+	_, err := db.reader.ExecContext(ctx, `DELETE FROM workspaces`)
+	require.Error(t, err, "the reader pool must be read-only")
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	db, path := openTest(t)
+	require.NoError(t, db.Close())
+	for range 2 {
+		db2, err := Open(context.Background(), path)
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, db2.reader.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
+		require.Equal(t, 1, n)
+		require.NoError(t, db2.Close())
+	}
+}
+
+func TestMigrationUnknownToBinary(t *testing.T) {
+	db, path := openTest(t)
+	_, err := db.writer.Exec(`INSERT INTO schema_migrations VALUES ('9999_future.sql', 0)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	_, err = Open(context.Background(), path)
+	require.ErrorContains(t, err, "9999_future.sql")
+}
+
+func TestWorkspaces(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+
+	w1 := store.Workspace{ID: "w1", Path: "/a", CreatedAt: at(time.Second), SeqReserved: 3}
+	got, created, err := db.EnsureWorkspace(ctx, w1)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, w1, got)
+
+	// Same path, other id: the existing row wins.
+	got, created, err = db.EnsureWorkspace(ctx, store.Workspace{ID: "other", Path: "/a", CreatedAt: at(time.Hour)})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, w1, got)
+
+	// Same id, other path: a conflict, not a silent merge.
+	_, _, err = db.EnsureWorkspace(ctx, store.Workspace{ID: "w1", Path: "/elsewhere", CreatedAt: t0})
+	require.ErrorIs(t, err, store.ErrExists)
+
+	w0 := store.Workspace{ID: "w0", Path: "/b", CreatedAt: t0}
+	_, created, err = db.EnsureWorkspace(ctx, w0)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	got, err = db.GetWorkspace(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, w1, got)
+	require.Equal(t, time.UTC, got.CreatedAt.Location())
+
+	_, err = db.GetWorkspace(ctx, "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorContains(t, err, "nope")
+
+	list, err := db.ListWorkspaces(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.Workspace{w0, w1}, list, "oldest first")
+}
+
+func TestListEmptyNonNil(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	ws, err := db.ListWorkspaces(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, ws)
+	require.Empty(t, ws)
+	ss, err := db.ListSessions(ctx, "w")
+	require.NoError(t, err)
+	require.NotNil(t, ss)
+	ms, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.NotNil(t, ms)
+	es, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.NotNil(t, es)
+	es, err = db.SessionEvents(ctx, "s", 0, 0)
+	require.NoError(t, err)
+	require.NotNil(t, es)
+	ps, err := db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.NotNil(t, ps)
+}
+
+func TestTimeRoundTrip(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	local := time.Date(2024, 1, 2, 3, 4, 5, 123456789, time.FixedZone("X", 5*3600))
+	w, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: "w", Path: "/w", CreatedAt: local})
+	require.NoError(t, err)
+	require.Equal(t, local.UTC().Truncate(time.Microsecond), w.CreatedAt)
+	require.Equal(t, time.UTC, w.CreatedAt.Location())
+
+	_, _, err = db.EnsureWorkspace(ctx, store.Workspace{ID: "z", Path: "/z"})
+	require.NoError(t, err)
+	z, err := db.GetWorkspace(ctx, "z")
+	require.NoError(t, err)
+	require.True(t, z.CreatedAt.IsZero(), "the zero time round-trips")
+}
+
+func TestEnsureWorkspaceConcurrent(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		ids     = make([]string, n)
+		errs    = make([]error, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			w, c, err := db.EnsureWorkspace(ctx, store.Workspace{ID: fmt.Sprintf("w%d", i), Path: "/same", CreatedAt: t0})
+			errs[i], ids[i] = err, w.ID
+			if c {
+				created.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, ids[0], ids[i])
+	}
+	require.EqualValues(t, 1, created.Load())
+}
+
+func TestReserveSeq(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	require.NoError(t, db.ReserveSeq(ctx, "w", 100))
+	require.NoError(t, db.ReserveSeq(ctx, "w", 50)) // never lowers
+	w, err := db.GetWorkspace(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, 100, w.SeqReserved)
+	require.NoError(t, db.ReserveSeq(ctx, "w", 100)) // unchanged value still "found"
+	require.ErrorIs(t, db.ReserveSeq(ctx, "nope", 1), store.ErrNotFound)
+}
+
+func TestSessions(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustWorkspace(t, db, "v")
+
+	s1 := mustSession(t, db, "w", "s1", at(1*time.Minute))
+	s2 := mustSession(t, db, "w", "s2", at(3*time.Minute))
+	mustSession(t, db, "w", "s3", at(2*time.Minute))
+	// Ties on updated_at: newer created_at first, then id.
+	s4 := store.Session{ID: "s4", WorkspaceID: "w", CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Minute)}
+	require.NoError(t, db.CreateSession(ctx, s4))
+	s5 := store.Session{ID: "s5", WorkspaceID: "w", CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Minute)}
+	require.NoError(t, db.CreateSession(ctx, s5))
+	mustSession(t, db, "v", "other", at(time.Hour))
+
+	err := db.CreateSession(ctx, s1)
+	require.ErrorIs(t, err, store.ErrExists)
+	err = db.CreateSession(ctx, store.Session{ID: "x", WorkspaceID: "missing", CreatedAt: t0, UpdatedAt: t0})
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	got, err := db.GetSession(ctx, "w", "s1")
+	require.NoError(t, err)
+	require.Equal(t, s1, got)
+	require.Nil(t, s4.Config)
+	got, err = db.GetSession(ctx, "w", "s4")
+	require.NoError(t, err)
+	require.Nil(t, got.Config, "empty config stays empty")
+
+	_, err = db.GetSession(ctx, "w", "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = db.GetSession(ctx, "v", "s1")
+	require.ErrorIs(t, err, store.ErrNotFound, "sessions are scoped to their workspace")
+
+	list, err := db.ListSessions(ctx, "w")
+	require.NoError(t, err)
+	ids := []string{}
+	for _, s := range list {
+		ids = append(ids, s.ID)
+	}
+	require.Equal(t, []string{"s2", "s4", "s5", "s3", "s1"}, ids)
+	require.Equal(t, s2, list[0])
+
+	// Update moves s1 to the front and changes its fields, not created_at.
+	s1.Title, s1.Model, s1.ReasoningEffort = "renamed", "m2", "low"
+	s1.Config = json.RawMessage(`{"x":1}`)
+	s1.UpdatedAt = at(time.Hour)
+	s1.CreatedAt = at(time.Hour) // ignored
+	require.NoError(t, db.UpdateSession(ctx, s1))
+	got, err = db.GetSession(ctx, "w", "s1")
+	require.NoError(t, err)
+	require.Equal(t, "renamed", got.Title)
+	require.Equal(t, "m2", got.Model)
+	require.Equal(t, "low", got.ReasoningEffort)
+	require.JSONEq(t, `{"x":1}`, string(got.Config))
+	require.Equal(t, at(time.Hour), got.UpdatedAt)
+	require.Equal(t, t0, got.CreatedAt)
+	list, err = db.ListSessions(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, "s1", list[0].ID)
+
+	err = db.UpdateSession(ctx, store.Session{ID: "nope", WorkspaceID: "w"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestMessages(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+
+	m1, m2, m3 := msg("m1", "s", "one"), msg("m2", "s", "two"), msg("m3", "s", "three")
+	for _, m := range []proto.Message{m1, m2, m3, msg("x", "other", "x")} {
+		require.NoError(t, db.PutMessage(ctx, m))
+	}
+
+	// Replacing m1 keeps it first.
+	m1.Parts = append(m1.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishEndTurn})
+	m1.UpdatedAt = proto.Time{Time: at(time.Minute)}
+	require.NoError(t, db.PutMessage(ctx, m1))
+
+	got, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{m1, m2, m3}, got)
+
+	s, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, 3, s.MessageCount)
+	list, err := db.ListSessions(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, 3, list[0].MessageCount)
+
+	bad := msg("bad", "s", "")
+	bad.Parts = []proto.Part{{Type: "bogus"}}
+	require.ErrorContains(t, db.PutMessage(ctx, bad), "put message bad")
+}
+
+func TestEvents(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustWorkspace(t, db, "v")
+
+	maxSeq, err := db.MaxSeq(ctx, "w")
+	require.NoError(t, err)
+	require.Zero(t, maxSeq)
+
+	for seq := int64(1); seq <= 10; seq++ {
+		sid := "s1"
+		switch {
+		case seq%3 == 0:
+			sid = "" // workspace-level
+		case seq%2 == 0:
+			sid = "s2"
+		}
+		require.NoError(t, db.AppendEvent(ctx, ev("w", sid, seq, seq != 5)))
+	}
+	require.NoError(t, db.AppendEvent(ctx, ev("v", "sv", 1, true)))
+	require.NoError(t, db.AppendEvent(ctx, ev("v", "sv", 100, true)))
+
+	err = db.AppendEvent(ctx, ev("w", "s1", 4, true))
+	require.ErrorIs(t, err, store.ErrExists)
+	require.ErrorContains(t, err, "append event w/4")
+
+	all, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, seqs(all))
+	require.Equal(t, ev("w", "s1", 1, true), all[0])
+	require.Equal(t, ev("w", "s1", 5, false), all[4])
+
+	got, err := db.WorkspaceEvents(ctx, "w", 3, 7, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5, 6, 7}, seqs(got))
+	got, err = db.WorkspaceEvents(ctx, "w", 3, 0, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5}, seqs(got))
+	got, err = db.WorkspaceEvents(ctx, "w", 3, -1, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5, 6, 7, 8, 9, 10}, seqs(got))
+	got, err = db.WorkspaceEvents(ctx, "w", 10, 0, 0)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	// s1 holds 1, 5, 7; 5 is not in history.
+	got, err = db.SessionEvents(ctx, "s1", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 7}, seqs(got))
+	got, err = db.SessionEvents(ctx, "s2", 2, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4}, seqs(got))
+	got, err = db.SessionEvents(ctx, "s2", 0, -5)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 4, 8, 10}, seqs(got))
+
+	maxSeq, err = db.MaxSeq(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, 10, maxSeq)
+	maxSeq, err = db.MaxSeq(ctx, "v")
+	require.NoError(t, err)
+	require.EqualValues(t, 100, maxSeq)
+}
+
+func TestEventEmptyEnvelope(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	require.NoError(t, db.AppendEvent(ctx, store.Event{WorkspaceID: "w", Seq: 1, Type: "t"}))
+	got, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Empty(t, got[0].Envelope)
+}
+
+func TestPending(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+
+	p1 := store.Pending{RequestID: "r1", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission",
+		Data: json.RawMessage(`{"tool":"bash"}`), CreatedAt: at(2 * time.Second)}
+	p2 := store.Pending{RequestID: "r2", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "tool_call",
+		Data: json.RawMessage(`{"name":"x"}`), CreatedAt: at(time.Second)}
+	p3 := store.Pending{RequestID: "r3", WorkspaceID: "v", Kind: "permission", CreatedAt: t0}
+	for _, p := range []store.Pending{p1, p2, p3} {
+		require.NoError(t, db.PutPending(ctx, p))
+	}
+
+	got, err := db.GetPending(ctx, "r1")
+	require.NoError(t, err)
+	require.Equal(t, p1, got)
+	got, err = db.GetPending(ctx, "r3")
+	require.NoError(t, err)
+	require.Equal(t, p3, got)
+	_, err = db.GetPending(ctx, "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	list, err := db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{p2, p1}, list, "oldest first")
+
+	// Put again replaces.
+	p1.Data = json.RawMessage(`{"tool":"edit"}`)
+	require.NoError(t, db.PutPending(ctx, p1))
+	got, err = db.GetPending(ctx, "r1")
+	require.NoError(t, err)
+	require.Equal(t, p1, got)
+
+	require.NoError(t, db.DeletePending(ctx, "r1"))
+	require.ErrorIs(t, db.DeletePending(ctx, "r1"), store.ErrNotFound)
+	_, err = db.GetPending(ctx, "r1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	list, err = db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{p2}, list)
+}
+
+func TestDeleteSessionCascade(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+	keep := mustSession(t, db, "w", "keep", t0)
+
+	require.NoError(t, db.PutMessage(ctx, msg("m1", "s", "a")))
+	require.NoError(t, db.PutMessage(ctx, msg("k1", "keep", "b")))
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "s", 1, true)))
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "keep", 2, true)))
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "", 3, false)))
+	require.NoError(t, db.PutPending(ctx, store.Pending{RequestID: "p1", WorkspaceID: "w", SessionID: "s", Kind: "permission", CreatedAt: t0}))
+	require.NoError(t, db.PutPending(ctx, store.Pending{RequestID: "p2", WorkspaceID: "w", SessionID: "keep", Kind: "permission", CreatedAt: t0}))
+
+	// Wrong workspace: nothing is deleted.
+	mustWorkspace(t, db, "v")
+	require.ErrorIs(t, db.DeleteSession(ctx, "v", "s"), store.ErrNotFound)
+	ms, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+
+	require.NoError(t, db.DeleteSession(ctx, "w", "s"))
+	err = db.DeleteSession(ctx, "w", "s")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorContains(t, err, "delete session s")
+
+	_, err = db.GetSession(ctx, "w", "s")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	ms, err = db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	es, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, seqs(es))
+	_, err = db.GetPending(ctx, "p1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	got, err := db.GetSession(ctx, "w", "keep")
+	require.NoError(t, err)
+	keep.MessageCount = 1
+	require.Equal(t, keep, got)
+	_, err = db.GetPending(ctx, "p2")
+	require.NoError(t, err)
+}
+
+func TestReopenPersists(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	w := mustWorkspace(t, db, "w")
+	require.NoError(t, db.ReserveSeq(ctx, "w", 4096))
+	w.SeqReserved = 4096
+	s := mustSession(t, db, "w", "s", at(time.Minute))
+	m := msg("m", "s", "hello")
+	require.NoError(t, db.PutMessage(ctx, m))
+	e := ev("w", "s", 7, true)
+	require.NoError(t, db.AppendEvent(ctx, e))
+	p := store.Pending{RequestID: "r", WorkspaceID: "w", SessionID: "s", Kind: "tool_call",
+		Data: json.RawMessage(`{}`), CreatedAt: t0}
+	require.NoError(t, db.PutPending(ctx, p))
+	require.NoError(t, db.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer db.Close()
+
+	gw, err := db.GetWorkspace(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, w, gw)
+	gs, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	s.MessageCount = 1
+	require.Equal(t, s, gs)
+	ms, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{m}, ms)
+	es, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []store.Event{e}, es)
+	maxSeq, err := db.MaxSeq(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, 7, maxSeq)
+	gp, err := db.GetPending(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, p, gp)
+
+	// Ensure on reopen finds the existing workspace.
+	_, created, err := db.EnsureWorkspace(ctx, store.Workspace{ID: "new", Path: w.Path, CreatedAt: t0})
+	require.NoError(t, err)
+	require.False(t, created)
+}
+
+func TestCanceledContext(t *testing.T) {
+	db, _ := openTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: "w", Path: "/w", CreatedAt: t0})
+	require.ErrorIs(t, err, context.Canceled)
+	// The writer connection is still usable afterwards.
+	mustWorkspace(t, db, "w")
+}
+
+// TestConcurrentStress hammers the writer from many goroutines while readers
+// run; any SQLITE_BUSY or lost write fails it.
+func TestConcurrentStress(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	const (
+		writers = 16
+		readers = 8
+		perG    = 40
+	)
+	for g := range writers {
+		mustSession(t, db, "w", fmt.Sprintf("s%d", g), t0)
+	}
+
+	var (
+		seq     atomic.Int64
+		wg      sync.WaitGroup
+		done    = make(chan struct{})
+		errCh   = make(chan error, writers+readers)
+		readsOK atomic.Int64
+	)
+	for g := range writers {
+		wg.Go(func() {
+			sid := fmt.Sprintf("s%d", g)
+			for i := range perG {
+				s := seq.Add(1)
+				if err := db.AppendEvent(ctx, ev("w", sid, s, true)); err != nil {
+					errCh <- err
+					return
+				}
+				if err := db.PutMessage(ctx, msg(fmt.Sprintf("%s-m%d", sid, i), sid, "x")); err != nil {
+					errCh <- err
+					return
+				}
+				if i%10 == 0 {
+					if err := db.ReserveSeq(ctx, "w", s+100); err != nil {
+						errCh <- err
+						return
+					}
+					if err := db.PutPending(ctx, store.Pending{RequestID: fmt.Sprintf("%s-p%d", sid, i),
+						WorkspaceID: "w", SessionID: sid, Kind: "permission", CreatedAt: t0}); err != nil {
+						errCh <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	var rg sync.WaitGroup
+	for r := range readers {
+		rg.Go(func() {
+			sid := fmt.Sprintf("s%d", r)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := db.WorkspaceEvents(ctx, "w", 0, 0, 50); err != nil {
+					errCh <- err
+					return
+				}
+				if _, err := db.SessionEvents(ctx, sid, 0, 0); err != nil {
+					errCh <- err
+					return
+				}
+				if _, err := db.ListMessages(ctx, sid); err != nil {
+					errCh <- err
+					return
+				}
+				if _, err := db.ListSessions(ctx, "w"); err != nil {
+					errCh <- err
+					return
+				}
+				if _, err := db.MaxSeq(ctx, "w"); err != nil {
+					errCh <- err
+					return
+				}
+				readsOK.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	close(errCh)
+	for err := range errCh {
+		require.NoError(t, err)
+	}
+	require.Positive(t, readsOK.Load())
+
+	maxSeq, err := db.MaxSeq(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, writers*perG, maxSeq)
+	all, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, all, writers*perG)
+	for g := range writers {
+		ms, err := db.ListMessages(ctx, fmt.Sprintf("s%d", g))
+		require.NoError(t, err)
+		require.Len(t, ms, perG)
+		for i, m := range ms {
+			require.Equal(t, fmt.Sprintf("s%d-m%d", g, i), m.ID, "insertion order")
+		}
+	}
+	w, err := db.GetWorkspace(ctx, "w")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, w.SeqReserved, int64(100))
+}
+
+// TestTwoHandlesSameFile checks the busy_timeout path: a second store on the
+// same file (as a second process would) competes for the file lock.
+func TestTwoHandlesSameFile(t *testing.T) {
+	a, path := openTest(t)
+	b, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	mustWorkspace(t, a, "w")
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	var seq atomic.Int64
+	for _, db := range []*DB{a, b} {
+		wg.Go(func() {
+			for range 100 {
+				if err := db.AppendEvent(ctx, ev("w", "s", seq.Add(1), true)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	maxSeq, err := a.MaxSeq(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, 200, maxSeq)
+}
+
+func BenchmarkAppendEvent(b *testing.B) {
+	db, _ := openTest(b)
+	ctx := context.Background()
+	mustWorkspace(b, db, "w")
+	env := make([]byte, 256)
+	var seq int64
+	for b.Loop() {
+		seq++
+		if err := db.AppendEvent(ctx, store.Event{WorkspaceID: "w", Seq: seq, SessionID: "s", RunID: "r",
+			Type: "message.delta", InHistory: true, Envelope: env}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// PutMessage implements store.Store. ON CONFLICT DO UPDATE rewrites the row in
+// place, so ord (and with it the message's position) is kept; INSERT OR
+// REPLACE would delete and reinsert, moving the message to the end.
+func (db *DB) PutMessage(ctx context.Context, m proto.Message) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("put message %s: %w", m.ID, err)
+	}
+	if _, err := db.writer.ExecContext(ctx, `
+		INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data`,
+		m.ID, m.SessionID, string(data)); err != nil {
+		return fmt.Errorf("put message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// ListMessages implements store.Store.
+func (db *DB) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
+	rows, err := db.reader.QueryContext(ctx,
+		`SELECT data FROM messages WHERE session_id = ? ORDER BY ord`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list messages %s: %w", sessionID, err)
+	}
+	out, err := collect(rows, func(s scanner) (proto.Message, error) {
+		var (
+			data []byte
+			m    proto.Message
+		)
+		if err := s.Scan(&data); err != nil {
+			return m, err
+		}
+		return m, json.Unmarshal(data, &m)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list messages %s: %w", sessionID, err)
+	}
+	return out, nil
+}

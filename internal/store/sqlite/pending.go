@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tandem-dev/tandem/internal/store"
+)
+
+const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at`
+
+func scanPending(s scanner) (store.Pending, error) {
+	var (
+		p       store.Pending
+		data    []byte
+		created int64
+	)
+	if err := s.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &created); err != nil {
+		return store.Pending{}, err
+	}
+	if data != nil {
+		p.Data = json.RawMessage(data)
+	}
+	p.CreatedAt = fromMicros(created)
+	return p, nil
+}
+
+// PutPending implements store.Store as an upsert by request id, so a run can
+// rewrite its request (e.g. with more revival state) without a delete first.
+// The row is updated in place, keeping its rowid and thus its list position
+// among requests created at the same instant.
+func (db *DB) PutPending(ctx context.Context, p store.Pending) error {
+	if _, err := db.writer.ExecContext(ctx, `
+		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (request_id) DO UPDATE SET
+			workspace_id = excluded.workspace_id, session_id = excluded.session_id,
+			run_id = excluded.run_id, kind = excluded.kind, data = excluded.data,
+			created_at = excluded.created_at`,
+		p.RequestID, p.WorkspaceID, p.SessionID, p.RunID, p.Kind, jsonText(p.Data),
+		toMicros(p.CreatedAt)); err != nil {
+		return fmt.Errorf("put pending %s: %w", p.RequestID, err)
+	}
+	return nil
+}
+
+// DeletePending implements store.Store.
+func (db *DB) DeletePending(ctx context.Context, requestID string) error {
+	res, err := db.writer.ExecContext(ctx, `DELETE FROM pending WHERE request_id = ?`, requestID)
+	if err == nil {
+		err = rowsAffected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("delete pending %s: %w", requestID, err)
+	}
+	return nil
+}
+
+// GetPending implements store.Store.
+func (db *DB) GetPending(ctx context.Context, requestID string) (store.Pending, error) {
+	p, err := scanPending(db.reader.QueryRowContext(ctx,
+		`SELECT `+pendingCols+` FROM pending WHERE request_id = ?`, requestID))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Pending{}, fmt.Errorf("get pending %s: %w", requestID, err)
+	}
+	return p, nil
+}
+
+// ListPending implements store.Store. Equal creation times fall back to
+// insertion order (rowid).
+func (db *DB) ListPending(ctx context.Context, workspaceID string) ([]store.Pending, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT `+pendingCols+` FROM pending
+		WHERE workspace_id = ? ORDER BY created_at, rowid`, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("list pending %s: %w", workspaceID, err)
+	}
+	out, err := collect(rows, scanPending)
+	if err != nil {
+		return nil, fmt.Errorf("list pending %s: %w", workspaceID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tandem-dev/tandem/internal/store"
+)
+
+// sessionCols computes MessageCount on read so it can never drift from the
+// messages table.
+const sessionCols = `s.id, s.workspace_id, s.title, s.model, s.reasoning_effort, s.config,
+	s.created_at, s.updated_at,
+	(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)`
+
+func scanSession(sc scanner) (store.Session, error) {
+	var (
+		s                store.Session
+		config           []byte
+		created, updated int64
+	)
+	if err := sc.Scan(&s.ID, &s.WorkspaceID, &s.Title, &s.Model, &s.ReasoningEffort, &config,
+		&created, &updated, &s.MessageCount); err != nil {
+		return store.Session{}, err
+	}
+	if config != nil {
+		s.Config = json.RawMessage(config)
+	}
+	s.CreatedAt = fromMicros(created)
+	s.UpdatedAt = fromMicros(updated)
+	return s, nil
+}
+
+// CreateSession implements store.Store: store.ErrExists when the id is taken,
+// store.ErrNotFound when the workspace does not exist.
+func (db *DB) CreateSession(ctx context.Context, s store.Session) error {
+	_, err := db.writer.ExecContext(ctx, `
+		INSERT INTO sessions (id, workspace_id, title, model, reasoning_effort, config, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.WorkspaceID, s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config),
+		toMicros(s.CreatedAt), toMicros(s.UpdatedAt))
+	switch {
+	case err == nil:
+		return nil
+	case isUniqueViolation(err):
+		return fmt.Errorf("create session %s: %w", s.ID, store.ErrExists)
+	case isForeignKeyViolation(err):
+		return fmt.Errorf("create session %s: workspace %s: %w", s.ID, s.WorkspaceID, store.ErrNotFound)
+	default:
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+}
+
+// GetSession implements store.Store. A session of another workspace is
+// reported as not found, so one workspace cannot reach into another.
+func (db *DB) GetSession(ctx context.Context, workspaceID, id string) (store.Session, error) {
+	s, err := scanSession(db.reader.QueryRowContext(ctx,
+		`SELECT `+sessionCols+` FROM sessions s WHERE s.workspace_id = ? AND s.id = ?`, workspaceID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Session{}, fmt.Errorf("get session %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSessions implements store.Store. Ties on updated_at are broken by
+// created_at (newest first), then id, so the order is total and stable.
+func (db *DB) ListSessions(ctx context.Context, workspaceID string) ([]store.Session, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions s
+		WHERE s.workspace_id = ?
+		ORDER BY s.updated_at DESC, s.created_at DESC, s.id`, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions %s: %w", workspaceID, err)
+	}
+	out, err := collect(rows, scanSession)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions %s: %w", workspaceID, err)
+	}
+	return out, nil
+}
+
+// UpdateSession implements store.Store. It writes the mutable fields (title,
+// model, reasoning effort, config, updated_at); the id, workspace and
+// creation time are fixed. store.ErrNotFound when no such session exists.
+func (db *DB) UpdateSession(ctx context.Context, s store.Session) error {
+	res, err := db.writer.ExecContext(ctx, `
+		UPDATE sessions SET title = ?, model = ?, reasoning_effort = ?, config = ?, updated_at = ?
+		WHERE workspace_id = ? AND id = ?`,
+		s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config), toMicros(s.UpdatedAt),
+		s.WorkspaceID, s.ID)
+	if err == nil {
+		err = rowsAffected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("update session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// DeleteSession implements store.Store. Everything goes in one transaction so
+// a crash cannot leave orphaned messages or events of a session that is gone.
+func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
+	err := inTx(ctx, db.writer, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`DELETE FROM sessions WHERE workspace_id = ? AND id = ?`, workspaceID, id)
+		if err != nil {
+			return err
+		}
+		if err := rowsAffected(res); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM messages WHERE session_id = ?`,
+			`DELETE FROM events WHERE session_id = ?`,
+			`DELETE FROM pending WHERE session_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete session %s: %w", id, err)
+	}
+	return nil
+}
