@@ -1,0 +1,136 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// lsMaxEntries bounds a listing; a directory of generated files can hold
+// hundreds of thousands of entries, none of which the model needs one by one.
+const lsMaxEntries = 1000
+
+type lsTool struct{}
+
+type lsArgs struct {
+	Path string `json:"path"`
+}
+
+func (lsTool) Name() string { return "ls" }
+
+func (lsTool) Description() string {
+	return `List one directory of the workspace (not recursive). Entries are sorted by name, one per line; directories end with "/", symbolic links are shown as "name -> target".
+- path: directory relative to the workspace root, or absolute inside it; defaults to the root.
+- At most 1000 entries are shown. To find files by name across directories use glob; to search contents use grep.`
+}
+
+func (lsTool) Schema() json.RawMessage {
+	return json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "Directory to list, relative to the workspace root or absolute inside it. Defaults to the root."}
+  },
+  "additionalProperties": false
+}`)
+}
+
+func (lsTool) Permission() string { return PermissionNone }
+
+func (lsTool) Summary(env Env, args json.RawMessage) (string, map[string]any) {
+	var a lsArgs
+	if err := decodeArgs(args, &a); err != nil {
+		return invalidSummary("ls", args, err)
+	}
+	p, err := env.displayPath(a.Path)
+	d := map[string]any{"path": p}
+	if err != nil {
+		d["error"] = err.Error()
+	}
+	return "List " + p, d
+}
+
+func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
+	var a lsArgs
+	if err := decodeArgs(args, &a); err != nil {
+		return errorf("%v", err)
+	}
+	abs, err := env.Resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	rel := env.rel(abs)
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf("directory not found: %s", rel)
+	case err != nil:
+		return errorf("%v", err)
+	case !fi.IsDir():
+		return errorf("%s is a file, not a directory; use view to read it", rel)
+	}
+	// os.ReadDir would read and sort every entry; reading in batches keeps a
+	// huge directory from costing unbounded memory.
+	d, err := os.Open(abs)
+	if err != nil {
+		return errorf("%v", err)
+	}
+	defer d.Close()
+	var names []string
+	var total int
+	for {
+		if err := ctx.Err(); err != nil {
+			return errorf("ls canceled: %v", err)
+		}
+		batch, err := d.ReadDir(1024)
+		for _, e := range batch {
+			total++
+			if len(names) < 50*lsMaxEntries {
+				names = append(names, entryName(abs, e))
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if total == 0 {
+		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
+	}
+	sortByName(names)
+	shown := names[:min(len(names), lsMaxEntries)]
+	out := strings.Join(shown, "\n")
+	if total > len(shown) {
+		out += fmt.Sprintf("\n[listing truncated: showed %d of %d entries; use glob with a pattern to narrow it]", len(shown), total)
+	}
+	return Result{Content: capContent(out)}
+}
+
+// entryName renders one directory entry. A symlink's target is shown rather
+// than followed: following it could reveal things outside the workspace.
+func entryName(dir string, e fs.DirEntry) string {
+	name := e.Name()
+	switch {
+	case e.IsDir():
+		return name + "/"
+	case e.Type()&fs.ModeSymlink != 0:
+		if t, err := os.Readlink(filepath.Join(dir, name)); err == nil {
+			return name + " -> " + t
+		}
+	}
+	return name
+}
+
+// sortByName sorts entries by name, ignoring the "/" or " -> target" suffix
+// so that the order is the plain name order.
+func sortByName(entries []string) {
+	key := func(s string) string {
+		s, _, _ = strings.Cut(s, " -> ")
+		return strings.TrimSuffix(s, "/")
+	}
+	slices.SortFunc(entries, func(a, b string) int { return strings.Compare(key(a), key(b)) })
+}
