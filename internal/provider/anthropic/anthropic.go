@@ -1,0 +1,379 @@
+// Package anthropic is the provider for Anthropic's Messages API, with
+// streaming, tool use, image input and thinking deltas. It uses the official
+// anthropic-sdk-go SDK.
+//
+// The SDK's own retries are off: the agent loop retries Retryable errors itself
+// so that each attempt shows up in the session's log.
+//
+// Request.ReasoningEffort is ignored: extended thinking would require sending
+// the signed thinking blocks back with every tool result, and the neutral
+// history does not carry them. Thinking the server streams anyway is still
+// reported as reasoning deltas.
+package anthropic
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/tandem-dev/tandem/internal/provider"
+)
+
+const (
+	name = provider.TypeAnthropic
+	// DefaultMaxTokens is used when the request leaves MaxTokens at 0: the
+	// Messages API requires a value.
+	DefaultMaxTokens = 8192
+	// responseHeaderTimeout bounds the wait for a server that accepted the
+	// connection but never answers; a streaming server sends its headers at once.
+	responseHeaderTimeout = 5 * time.Minute
+)
+
+// Option tunes a Provider.
+type Option func(*Provider)
+
+// WithHTTPClient makes the provider use c (for proxies, custom TLS or tests).
+func WithHTTPClient(c *http.Client) Option {
+	return func(p *Provider) {
+		if c != nil {
+			p.httpClient = c
+		}
+	}
+}
+
+// Provider streams messages from the Anthropic Messages API.
+type Provider struct {
+	apiKey     string
+	httpClient *http.Client
+	messages   sdk.MessageService
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New builds a provider from cfg (BaseURL "" means the public API).
+func New(cfg provider.Config, opts ...Option) (*Provider, error) {
+	p := &Provider{apiKey: strings.TrimSpace(cfg.APIKey)}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.httpClient == nil {
+		p.httpClient = defaultHTTPClient()
+	}
+	base := strings.TrimSpace(cfg.BaseURL)
+	if base == "" {
+		base = provider.DefaultAnthropicBaseURL
+	}
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic provider: base_url %q is not an http(s) URL", base)
+	}
+	// NewMessageService rather than NewClient: NewClient also reads ANTHROPIC_*
+	// variables and profile files, and a session's own provider must never
+	// pick up (and send to its own base URL) the server's credentials.
+	clientOpts := []option.RequestOption{
+		option.WithHTTPClient(p.httpClient),
+		option.WithBaseURL(base),
+		option.WithMaxRetries(0),
+	}
+	if p.apiKey != "" {
+		clientOpts = append(clientOpts, option.WithAPIKey(p.apiKey))
+	}
+	p.messages = sdk.NewMessageService(clientOpts...)
+	return p, nil
+}
+
+func defaultHTTPClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	t = t.Clone()
+	t.ResponseHeaderTimeout = responseHeaderTimeout
+	return &http.Client{Transport: t}
+}
+
+// Stream implements provider.Provider.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
+	if onDelta == nil {
+		onDelta = func(provider.Delta) {}
+	}
+	if ctx.Err() != nil {
+		return provider.Response{}, provider.CanceledError(ctx, name)
+	}
+	params, err := buildParams(req)
+	if err != nil {
+		return provider.Response{}, &provider.Error{Code: provider.CodeBadRequest, Message: name + ": " + err.Error()}
+	}
+	stream := p.messages.NewStreaming(ctx, params)
+	defer func() { _ = stream.Close() }()
+
+	var (
+		msg     sdk.Message
+		stopped bool
+	)
+	for stream.Next() {
+		ev := stream.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			return provider.Response{}, &provider.Error{Code: provider.CodeError, Message: name + ": malformed stream: " + err.Error()}
+		}
+		switch ev.Type {
+		case "content_block_delta":
+			switch ev.Delta.Type {
+			case "text_delta":
+				if ev.Delta.Text != "" {
+					onDelta(provider.Delta{Kind: provider.DeltaText, Text: ev.Delta.Text})
+				}
+			case "thinking_delta":
+				if ev.Delta.Thinking != "" {
+					onDelta(provider.Delta{Kind: provider.DeltaReasoning, Text: ev.Delta.Thinking})
+				}
+			}
+		case "message_stop":
+			stopped = true
+		}
+	}
+	if err := stream.Err(); err != nil {
+		if ctx.Err() != nil {
+			return provider.Response{}, provider.CanceledError(ctx, name)
+		}
+		return provider.Response{}, p.mapError(err)
+	}
+	if ctx.Err() != nil {
+		return provider.Response{}, provider.CanceledError(ctx, name)
+	}
+	if !stopped {
+		// A clean EOF without message_stop is a cut connection, not an answer.
+		return provider.Response{}, provider.TruncatedError(name)
+	}
+	return toResponse(msg), nil
+}
+
+func toResponse(msg sdk.Message) provider.Response {
+	var resp provider.Response
+	var text, reasoning strings.Builder
+	for _, block := range msg.Content {
+		switch block.Type {
+		case "text":
+			text.WriteString(block.Text)
+		case "thinking":
+			reasoning.WriteString(block.Thinking)
+		case "tool_use":
+			resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{
+				ID:        block.ID,
+				Name:      block.Name,
+				Arguments: provider.NormalizeArguments(string(block.Input)),
+			})
+		}
+	}
+	resp.Text, resp.Reasoning = text.String(), reasoning.String()
+	switch msg.StopReason {
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		resp.FinishReason = provider.FinishMaxTokens
+	case sdk.StopReasonToolUse:
+		resp.FinishReason = provider.FinishToolUse
+	default: // end_turn, stop_sequence, pause_turn, refusal
+		resp.FinishReason = provider.FinishEndTurn
+	}
+	// The agent loop runs tools only on tool_use; a call the model made is a
+	// call to run whatever the stop reason claims, unless it was cut short.
+	if len(resp.ToolCalls) > 0 && resp.FinishReason == provider.FinishEndTurn {
+		resp.FinishReason = provider.FinishToolUse
+	}
+	return resp
+}
+
+// buildParams translates the neutral request to Messages API parameters.
+func buildParams(req provider.Request) (sdk.MessageNewParams, error) {
+	if strings.TrimSpace(req.Model) == "" {
+		return sdk.MessageNewParams{}, errors.New("no model name given")
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	params := sdk.MessageNewParams{
+		Model:     sdk.Model(req.Model),
+		MaxTokens: int64(maxTokens),
+	}
+	if req.System != "" {
+		params.System = []sdk.TextBlockParam{{Text: req.System}}
+	}
+	msgs, err := convertMessages(req.Messages)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	params.Messages = msgs
+	for _, t := range req.Tools {
+		schema, err := inputSchema(t.Parameters)
+		if err != nil {
+			return sdk.MessageNewParams{}, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = sdk.String(t.Description)
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
+	}
+	return params, nil
+}
+
+// convertMessages builds the Messages API turns. Tool results travel as
+// tool_result blocks in a user turn, and adjacent turns of the same role are
+// merged, because the API wants every result of one assistant turn in the very
+// next user turn. Empty text is dropped: the API rejects empty text blocks.
+func convertMessages(in []provider.Message) ([]sdk.MessageParam, error) {
+	var out []sdk.MessageParam
+	for i, m := range in {
+		var role sdk.MessageParamRole
+		var blocks []sdk.ContentBlockParamUnion
+		switch m.Role {
+		case provider.RoleUser:
+			role = sdk.MessageParamRoleUser
+			for _, img := range m.Images {
+				blocks = append(blocks, sdk.NewImageBlockBase64(img.MimeType, base64.StdEncoding.EncodeToString(img.Data)))
+			}
+			if m.Text != "" {
+				blocks = append(blocks, sdk.NewTextBlock(m.Text))
+			}
+		case provider.RoleAssistant:
+			role = sdk.MessageParamRoleAssistant
+			if m.Text != "" {
+				blocks = append(blocks, sdk.NewTextBlock(m.Text))
+			}
+			for _, tc := range m.ToolCalls {
+				args := tc.Arguments
+				if len(strings.TrimSpace(string(args))) == 0 {
+					args = json.RawMessage("{}")
+				}
+				blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, args, tc.Name))
+			}
+		case provider.RoleTool:
+			role = sdk.MessageParamRoleUser
+			result := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID, IsError: sdk.Bool(m.IsError)}
+			if m.Text != "" {
+				result.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Text}}}
+			}
+			blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolResult: &result})
+		default:
+			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+			continue
+		}
+		out = append(out, sdk.MessageParam{Role: role, Content: blocks})
+	}
+	return out, nil
+}
+
+// inputSchema splits a JSON Schema object into the SDK's typed fields and the
+// rest (definitions, additionalProperties...), which go through ExtraFields.
+func inputSchema(raw json.RawMessage) (sdk.ToolInputSchemaParam, error) {
+	var schema sdk.ToolInputSchemaParam
+	if len(strings.TrimSpace(string(raw))) == 0 || string(raw) == "null" {
+		schema.Properties = map[string]any{}
+		return schema, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return schema, fmt.Errorf("parameters are not a JSON object: %w", err)
+	}
+	if props, ok := m["properties"]; ok {
+		schema.Properties = props
+	} else {
+		schema.Properties = map[string]any{}
+	}
+	if req, ok := m["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				schema.Required = append(schema.Required, s)
+			}
+		}
+	}
+	for k, v := range m {
+		switch k {
+		case "type", "properties", "required":
+			continue
+		}
+		if schema.ExtraFields == nil {
+			schema.ExtraFields = map[string]any{}
+		}
+		schema.ExtraFields[k] = v
+	}
+	return schema, nil
+}
+
+// mapError turns SDK and transport errors into *provider.Error, with the API
+// key scrubbed from the message in case the server echoed it. The SDK's own
+// error text is not used: it quotes the whole response body.
+func (p *Provider) mapError(err error) *provider.Error {
+	var apiErr *sdk.Error
+	var out *provider.Error
+	if errors.As(err, &apiErr) {
+		msg := apiMessage(apiErr.RawJSON())
+		status := apiErr.StatusCode
+		if status == 0 || status < 400 {
+			// An "error" event inside a 200 stream: only its type says what broke.
+			out = typedError(string(apiErr.Type()), msg)
+		} else {
+			out = provider.StatusError(status, name+": "+orStatus(msg, status))
+		}
+	} else {
+		out = provider.TransportError(name, err)
+	}
+	return out.Redact(p.apiKey)
+}
+
+func orStatus(msg string, status int) string {
+	if msg != "" {
+		return msg
+	}
+	return http.StatusText(status)
+}
+
+// typedError maps the error type of an in-stream error event.
+func typedError(typ, msg string) *provider.Error {
+	if msg == "" {
+		msg = "the server sent an error in the stream"
+	}
+	msg = name + ": " + msg
+	var e *provider.Error
+	switch typ {
+	case "overloaded_error", "api_error", "timeout_error":
+		e = provider.StatusError(http.StatusServiceUnavailable, msg)
+	case "rate_limit_error":
+		e = provider.StatusError(http.StatusTooManyRequests, msg)
+	case "authentication_error", "permission_error":
+		e = provider.StatusError(http.StatusUnauthorized, msg)
+	case "invalid_request_error", "not_found_error":
+		e = provider.StatusError(http.StatusBadRequest, msg)
+	default:
+		return &provider.Error{Code: provider.CodeError, Message: msg}
+	}
+	e.Status = 0 // the HTTP status was 200; the code carries the meaning
+	return e
+}
+
+// apiMessage extracts error.message from an Anthropic error body.
+func apiMessage(raw string) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(raw), &body) != nil {
+		return ""
+	}
+	return body.Error.Message
+}

@@ -1,0 +1,84 @@
+package registry_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/provider/anthropic"
+	"github.com/tandem-dev/tandem/internal/provider/echo"
+	"github.com/tandem-dev/tandem/internal/provider/openai"
+	"github.com/tandem-dev/tandem/internal/provider/registry"
+)
+
+func TestNewPicksImplementation(t *testing.T) {
+	p, err := registry.New(provider.Config{Type: "openai", APIKey: "k"})
+	require.NoError(t, err)
+	require.IsType(t, &openai.Provider{}, p)
+
+	p, err = registry.New(provider.Config{Type: "azure", BaseURL: "https://r.openai.azure.com", APIKey: "k"})
+	require.NoError(t, err)
+	require.IsType(t, &openai.Provider{}, p)
+
+	p, err = registry.New(provider.Config{Type: "anthropic", APIKey: "k"})
+	require.NoError(t, err)
+	require.IsType(t, &anthropic.Provider{}, p)
+
+	p, err = registry.New(provider.Config{Type: "echo"})
+	require.NoError(t, err)
+	require.IsType(t, &echo.Provider{}, p)
+}
+
+func TestNewRejectsBadConfigs(t *testing.T) {
+	for _, cfg := range []provider.Config{
+		{Type: "mistral"},
+		{Type: ""},
+		{Type: "azure", APIKey: "sk-secret-azure"}, // no endpoint
+		{Type: "openai", BaseURL: "ftp://x"},
+		{Type: "anthropic", BaseURL: "not a url"},
+	} {
+		p, err := registry.New(cfg)
+		require.Error(t, err, cfg.String())
+		require.Nil(t, p, "a failed New must return a nil interface, not a nil pointer in one")
+		require.NotContains(t, err.Error(), "sk-secret-azure")
+	}
+}
+
+func TestWithHTTPClientIsUsed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+
+	used := false
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		used = true
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	p, err := registry.New(provider.Config{Type: "openai", BaseURL: srv.URL}, registry.WithHTTPClient(client))
+	require.NoError(t, err)
+	resp, err := p.Stream(context.Background(), provider.Request{Model: "m", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "ok", resp.Text)
+	require.True(t, used)
+}
+
+func TestEchoThroughRegistry(t *testing.T) {
+	typ, name, err := provider.Resolve("echo")
+	require.NoError(t, err)
+	p, err := registry.New(provider.FromEnv(typ, func(string) string { return "" }))
+	require.NoError(t, err)
+	resp, err := p.Stream(context.Background(), provider.Request{Model: name, Messages: []provider.Message{{Role: "user", Text: "ping pong"}}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "echo: ping pong", resp.Text)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
