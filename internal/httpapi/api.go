@@ -32,10 +32,8 @@ type Config struct {
 	MaxBody      int64
 	Workspaces   *workspace.Manager
 	Sessions     *session.Service
-	// Routes lets later layers (agent runs, permissions) mount their routes on
-	// the authenticated /v1 router.
-	Routes []func(r chi.Router, a *API)
-	Logger *slog.Logger
+	Agent        Agent
+	Logger       *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -94,9 +92,11 @@ func (a *API) Handler() http.Handler {
 				})
 			})
 		})
-		for _, mount := range a.cfg.Routes {
-			mount(r, a)
-		}
+		r.Route("/v1/workspaces/{wid}/agent", func(r chi.Router) {
+			r.Post("/", a.prompt)
+			r.Post("/sessions/{sid}/cancel", a.cancel)
+			r.Get("/sessions/{sid}", a.agentStatus)
+		})
 	})
 	return r
 }

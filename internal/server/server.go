@@ -13,11 +13,16 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
+	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
 )
 
@@ -36,7 +41,11 @@ type Config struct {
 	StreamQueueBytes int
 	// MaxBody bounds request bodies; 0 means 16 MiB.
 	MaxBody int64
-	Logger  *slog.Logger
+	// Getenv reads provider settings (OPENAI_API_KEY...); nil means os.Getenv.
+	Getenv func(string) string
+	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
+	ModelRetryBackoff func(n int) time.Duration
+	Logger            *slog.Logger
 }
 
 // Server is a running Tandem.
@@ -47,6 +56,7 @@ type Server struct {
 	hub        *hub.Hub
 	workspaces *workspace.Manager
 	sessions   *session.Service
+	runs       *coordinator.Coordinator
 	api        *httpapi.API
 	http       *http.Server
 }
@@ -67,6 +77,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("server needs a token")
@@ -95,8 +108,28 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Store:        db,
 		Workspaces:   s.workspaces,
 		DefaultModel: cfg.DefaultModel,
-		Logger:       cfg.Logger,
+		ValidateModel: func(model string) error {
+			_, _, err := provider.Resolve(model)
+			return err
+		},
+		Logger: cfg.Logger,
 	})
+	s.runs = coordinator.New(coordinator.Config{
+		Store:      db,
+		Workspaces: s.workspaces,
+		Sessions:   s.sessions,
+		Runner: &agent.Runner{
+			Store:   db,
+			Tools:   toolset.New(nil),
+			Backoff: cfg.ModelRetryBackoff,
+			Logger:  cfg.Logger,
+		},
+		NewProvider: func(pc provider.Config) (provider.Provider, error) { return registry.New(pc) },
+		Getenv:      cfg.Getenv,
+		Logger:      cfg.Logger,
+	})
+	s.sessions.SetRuntime(s.runs)
+	s.workspaces.SetHooks(workspace.Hooks{Closed: s.runs.WorkspaceClosed})
 	s.api = httpapi.New(httpapi.Config{
 		Token:        cfg.Token,
 		Version:      Version,
@@ -104,6 +137,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		MaxBody:      cfg.MaxBody,
 		Workspaces:   s.workspaces,
 		Sessions:     s.sessions,
+		Agent:        s.runs,
 		Logger:       cfg.Logger,
 	})
 	s.http = &http.Server{
@@ -135,8 +169,11 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.api.BeginShutdown()
 	s.workspaces.Shutdown(ctx)
-	s.hub.Close()
 	var errs []error
+	if err := s.runs.Wait(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	s.hub.Close()
 	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -223,42 +224,13 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 	if req.Provider != nil && !slices.Contains(providerTypes, req.Provider.Type) {
 		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), req.Provider.Type)
 	}
-	if err := ValidateSystemMessage(req.SystemMessage); err != nil {
+	if err := prompt.Validate(req.SystemMessage); err != nil {
 		return err
 	}
 	if len(req.Tools) > 0 && req.ClientID == "" {
 		return tandem.Invalid("tools need a client_id: they belong to the client that offers them")
 	}
 	return ValidateTools(req.Tools)
-}
-
-// Sections are the named parts of the default system prompt.
-var Sections = []string{"identity", "tone", "tool_usage", "code_change_rules", "environment", "guidelines", "safety"}
-
-// ValidateSystemMessage checks a system_message against the contract.
-func ValidateSystemMessage(m *proto.SystemMessage) error {
-	if m == nil {
-		return nil
-	}
-	switch m.Mode {
-	case "append", "replace", "customize":
-	default:
-		return tandem.Invalid("system_message.mode must be append, replace or customize, got %q", m.Mode)
-	}
-	for id, o := range m.Sections {
-		if !slices.Contains(Sections, id) {
-			return tandem.Invalid("system_message.sections: unknown section %q (known: %s)", id, strings.Join(Sections, ", "))
-		}
-		switch o.Action {
-		case "replace", "remove", "append", "prepend":
-		default:
-			return tandem.Invalid("system_message.sections.%s.action must be replace, remove, append or prepend, got %q", id, o.Action)
-		}
-	}
-	if len(m.Sections) > 0 && m.Mode != "customize" {
-		return tandem.Invalid("system_message.sections need mode \"customize\"")
-	}
-	return nil
 }
 
 // ValidateTools checks client tool specs: names a model API accepts, unique,

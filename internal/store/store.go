@@ -85,6 +85,9 @@ type Store interface {
 	// ListSessions returns the workspace's sessions, most recently updated first.
 	ListSessions(ctx context.Context, workspaceID string) ([]Session, error)
 	UpdateSession(ctx context.Context, s Session) error
+	// TouchSession raises the session's UpdatedAt to at (never lowers it), so
+	// activity reorders the session list without a read-modify-write.
+	TouchSession(ctx context.Context, id string, at time.Time) error
 	// DeleteSession removes the session with its messages, events and pending requests.
 	DeleteSession(ctx context.Context, workspaceID, id string) error
 

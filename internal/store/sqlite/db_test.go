@@ -742,3 +742,24 @@ func BenchmarkAppendEvent(b *testing.B) {
 		}
 	}
 }
+
+func TestTouchSessionOnlyMovesForward(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "old", at(1*time.Minute))
+	mustSession(t, db, "w", "new", at(2*time.Minute))
+
+	require.NoError(t, db.TouchSession(ctx, "old", at(3*time.Minute)))
+	list, err := db.ListSessions(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, "old", list[0].ID, "touched session comes first")
+	require.Equal(t, at(3*time.Minute), list[0].UpdatedAt)
+
+	require.NoError(t, db.TouchSession(ctx, "old", at(0)))
+	got, err := db.GetSession(ctx, "w", "old")
+	require.NoError(t, err)
+	require.Equal(t, at(3*time.Minute), got.UpdatedAt, "never lowered")
+
+	require.ErrorIs(t, db.TouchSession(ctx, "missing", at(0)), store.ErrNotFound)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/store"
 )
@@ -127,6 +128,21 @@ func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("delete session %s: %w", id, err)
+	}
+	return nil
+}
+
+// TouchSession implements store.Store.
+func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
+	res, err := db.writer.ExecContext(ctx,
+		`UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`, toMicros(at), id)
+	if err != nil {
+		return fmt.Errorf("touch session %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("touch session %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("touch session %s: %w", id, store.ErrNotFound)
 	}
 	return nil
 }

@@ -1,0 +1,413 @@
+// Package agent executes one run: it records the prompt, streams model steps
+// into assistant messages, calls tools between steps, and always ends the run
+// with a finish part and exactly one run.completed, whatever happens.
+//
+// The run's lifecycle (accepting, queueing, canceling) is the coordinator's;
+// this package only does the work of a run once it has started.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Tools is what the loop needs from the tool layer.
+type Tools interface {
+	// Offer returns the tools the model may call in the run's next step, and
+	// notes the model should read (tools that went away, for instance).
+	Offer(ctx context.Context, run *Run) (tools []provider.Tool, notes []string)
+	// Call runs one tool call, asking permissions or clients as needed, and
+	// returns what goes back to the model. It honours ctx.
+	Call(ctx context.Context, run *Run, call provider.ToolCall) ToolResult
+}
+
+// ToolResult is a tool's answer for the model.
+type ToolResult struct {
+	Content string
+	IsError bool
+}
+
+// Attachment is a prepared prompt attachment.
+type Attachment struct {
+	Part  proto.Part      // what the user message shows
+	Text  string          // file content sent to the model as text, if any
+	Image *provider.Image // image input, if any
+}
+
+// Run is one run's inputs.
+type Run struct {
+	ID          string
+	SessionID   string
+	ClientID    string
+	Workspace   *workspace.Workspace
+	Prompt      string
+	Attachments []Attachment
+
+	// Model is the session's model string, recorded on assistant messages;
+	// ModelName is what the provider is asked for.
+	Model           string
+	ModelName       string
+	ReasoningEffort string
+	System          string
+	Provider        provider.Provider
+
+	AvailableTools []string
+	ExcludedTools  []string
+	PermissionMode string
+
+	// Canceled reports an explicit cancel (as opposed to the workspace closing).
+	Canceled func() bool
+}
+
+// Result is how a run ended.
+type Result struct {
+	Outcome   string
+	Error     *proto.ErrorDetail
+	MessageID string
+}
+
+// Runner executes runs.
+type Runner struct {
+	Store store.Store
+	Tools Tools
+	// MaxSteps bounds model calls per run; 0 means 50.
+	MaxSteps int
+	// Retries bounds retries of a failed model call (429, 5xx); 0 means 3, -1 none.
+	Retries int
+	// Backoff is the wait before retry n (from 0); nil means 1s, 2s, 4s...
+	Backoff func(n int) time.Duration
+	Logger  *slog.Logger
+}
+
+// Execute runs the run to its end and returns its outcome. It has emitted
+// run.completed when it returns.
+func (r *Runner) Execute(ctx context.Context, run *Run) Result {
+	x := &execution{r: r, run: run, ctx: ctx, log: r.logger().With("run_id", run.ID, "session_id", run.SessionID)}
+	res := x.execute()
+	x.emit(proto.EventRunCompleted, proto.RunCompleted{
+		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
+	}, false)
+	return res
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// execution is the state of one Execute call.
+type execution struct {
+	r   *Runner
+	run *Run
+	ctx context.Context
+	log *slog.Logger
+	// userID is this run's user message, whose attachments are sent in full;
+	// earlier runs' attachments are only named.
+	userID string
+}
+
+// stopped reports whether the run must end as canceled.
+func (x *execution) stopped() bool {
+	return x.ctx.Err() != nil || (x.run.Canceled != nil && x.run.Canceled())
+}
+
+func (x *execution) execute() Result {
+	x.emit(proto.EventRunStarted, proto.RunStarted{RunID: x.run.ID}, false)
+
+	user := x.newMessage(proto.RoleUser)
+	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
+	for _, a := range x.run.Attachments {
+		user.Parts = append(user.Parts, a.Part)
+	}
+	x.userID = user.ID
+	x.save(&user, proto.EventMessageCreated)
+
+	maxSteps := x.r.MaxSteps
+	if maxSteps == 0 {
+		maxSteps = 50
+	}
+	for step := 0; ; step++ {
+		asst := x.newMessage(proto.RoleAssistant)
+		asst.Model = x.run.Model
+		x.save(&asst, proto.EventMessageCreated)
+		if x.stopped() {
+			return x.finish(&asst, proto.OutcomeCanceled, nil)
+		}
+		if step == maxSteps {
+			return x.finish(&asst, proto.OutcomeError, &proto.ErrorDetail{
+				Code: "step_limit", Message: fmt.Sprintf("the run stopped after %d model steps", maxSteps),
+			})
+		}
+		resp, err := x.callModel(&asst)
+		if x.stopped() {
+			return x.finish(&asst, proto.OutcomeCanceled, nil)
+		}
+		if err != nil {
+			return x.finish(&asst, proto.OutcomeError, modelError(err))
+		}
+		if len(resp.ToolCalls) == 0 {
+			res := x.finish(&asst, proto.OutcomeEndTurn, nil)
+			return res
+		}
+		for _, c := range resp.ToolCalls {
+			asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartToolCall, ID: c.ID, Name: c.Name, Arguments: objectOrEmpty(c.Arguments)})
+		}
+		asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishToolUse})
+		x.save(&asst, proto.EventMessageUpdated)
+		x.runTools(resp.ToolCalls)
+	}
+}
+
+// runTools runs the step's tool calls in order. Every call gets a result in
+// the history, even the ones a cancel kept from running, so the next request
+// is well-formed for every provider.
+func (x *execution) runTools(calls []provider.ToolCall) {
+	for _, c := range calls {
+		var res ToolResult
+		if x.stopped() {
+			res = ToolResult{Content: "canceled before it ran", IsError: true}
+		} else {
+			args := objectOrEmpty(c.Arguments)
+			x.emit(proto.EventToolStarted, proto.ToolStarted{ToolCallID: c.ID, Name: c.Name, Arguments: args}, false)
+			res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+			x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
+		}
+		msg := x.newMessage(proto.RoleTool)
+		msg.Parts = []proto.Part{{Type: proto.PartToolResult, ToolCallID: c.ID, Name: c.Name, Content: res.Content, IsError: res.IsError}}
+		x.save(&msg, proto.EventMessageCreated)
+	}
+}
+
+// finish ends the assistant message with the outcome's finish part.
+func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDetail) Result {
+	part := proto.Part{Type: proto.PartFinish, Reason: outcome}
+	if e != nil {
+		part.Message = e.Message
+	}
+	asst.Parts = append(asst.Parts, part)
+	x.save(asst, proto.EventMessageUpdated)
+	return Result{Outcome: outcome, Error: e, MessageID: asst.ID}
+}
+
+// callModel streams one model step into asst, retrying failures that are
+// worth retrying as long as nothing was streamed yet.
+func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
+	retries := x.r.Retries
+	switch {
+	case retries == 0:
+		retries = 3
+	case retries < 0:
+		retries = 0
+	}
+	for attempt := 0; ; attempt++ {
+		req, err := x.request()
+		if err != nil {
+			return provider.Response{}, err
+		}
+		streamed := false
+		// open tracks the part the deltas of each kind go to; a new kind starts a new part.
+		open := -1
+		resp, err := x.run.Provider.Stream(x.ctx, req, func(d provider.Delta) {
+			streamed = true
+			if open < 0 || asst.Parts[open].Type != d.Kind {
+				asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
+				open = len(asst.Parts) - 1
+			}
+			asst.Parts[open].Text += d.Text
+			x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
+		})
+		if err == nil {
+			if !streamed && resp.Text != "" {
+				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
+			}
+			return resp, nil
+		}
+		var pe *provider.Error
+		if x.stopped() || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
+			return resp, err
+		}
+		wait := x.backoff(attempt)
+		x.emit(proto.EventSessionLog, proto.SessionLog{
+			Level:   "warning",
+			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v", pe.Code, pe.Message, attempt+1, retries, wait),
+		}, false)
+		select {
+		case <-time.After(wait):
+		case <-x.ctx.Done():
+			return resp, x.ctx.Err()
+		}
+	}
+}
+
+func (x *execution) backoff(n int) time.Duration {
+	if x.r.Backoff != nil {
+		return x.r.Backoff(n)
+	}
+	return time.Second << n
+}
+
+// request builds the provider request from the session's history.
+func (x *execution) request() (provider.Request, error) {
+	msgs, err := x.r.Store.ListMessages(x.ctx, x.run.SessionID)
+	if err != nil {
+		return provider.Request{}, fmt.Errorf("read history: %w", err)
+	}
+	tools, notes := x.r.Tools.Offer(x.ctx, x.run)
+	history := x.history(msgs)
+	if len(notes) > 0 && len(history) > 0 {
+		// Notes ride on the newest message so the model reads them now.
+		last := &history[len(history)-1]
+		for _, n := range notes {
+			last.Text += "\n\n[notice] " + n
+		}
+	}
+	return provider.Request{
+		Model:           x.run.ModelName,
+		ReasoningEffort: x.run.ReasoningEffort,
+		System:          x.run.System,
+		Messages:        history,
+		Tools:           tools,
+	}, nil
+}
+
+// history converts stored messages into the provider's conversation.
+func (x *execution) history(msgs []proto.Message) []provider.Message {
+	out := make([]provider.Message, 0, len(msgs))
+	// pending are tool calls of the last assistant message still owed a result.
+	var pending []provider.ToolCall
+	settle := func() {
+		for _, c := range pending {
+			out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "canceled", IsError: true})
+		}
+		pending = nil
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case proto.RoleUser:
+			settle()
+			out = append(out, x.userMessage(m))
+		case proto.RoleAssistant:
+			settle()
+			pm := provider.Message{Role: provider.RoleAssistant}
+			for _, p := range m.Parts {
+				switch p.Type {
+				case proto.PartText:
+					pm.Text += p.Text
+				case proto.PartToolCall:
+					pm.ToolCalls = append(pm.ToolCalls, provider.ToolCall{ID: p.ID, Name: p.Name, Arguments: objectOrEmpty(p.Arguments)})
+				}
+			}
+			if pm.Text == "" && len(pm.ToolCalls) == 0 {
+				continue // an empty step (canceled, failed) says nothing to the model
+			}
+			out = append(out, pm)
+			pending = pm.ToolCalls
+		case proto.RoleTool:
+			for _, p := range m.Parts {
+				if p.Type != proto.PartToolResult {
+					continue
+				}
+				for i, c := range pending {
+					if c.ID == p.ToolCallID {
+						pending = append(pending[:i], pending[i+1:]...)
+						out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: p.ToolCallID, ToolName: p.Name, Text: p.Content, IsError: p.IsError})
+						break
+					}
+				}
+			}
+		}
+	}
+	settle()
+	return out
+}
+
+func (x *execution) userMessage(m proto.Message) provider.Message {
+	pm := provider.Message{Role: provider.RoleUser}
+	for _, p := range m.Parts {
+		if p.Type == proto.PartText {
+			pm.Text += p.Text
+		}
+	}
+	if m.ID == x.userID {
+		for _, a := range x.run.Attachments {
+			if a.Text != "" {
+				pm.Text += "\n\n" + a.Text
+			}
+			if a.Image != nil {
+				pm.Images = append(pm.Images, *a.Image)
+			}
+		}
+		return pm
+	}
+	for _, p := range m.Parts {
+		if p.Type == proto.PartAttachment {
+			pm.Text += fmt.Sprintf("\n\n[attachment %q was shown in an earlier turn]", p.DisplayName)
+		}
+	}
+	return pm
+}
+
+func (x *execution) newMessage(role string) proto.Message {
+	now := proto.Now()
+	return proto.Message{
+		ID:        uuid.NewString(),
+		SessionID: x.run.SessionID,
+		RunID:     x.run.ID,
+		Role:      role,
+		Parts:     []proto.Part{},
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+}
+
+// save persists m and then announces it. A storage failure is logged and the
+// run goes on: the run must still end with run.completed.
+func (x *execution) save(m *proto.Message, typ string) {
+	ctx := context.WithoutCancel(x.ctx)
+	m.UpdatedAt = proto.Now()
+	if err := x.r.Store.PutMessage(ctx, *m); err != nil {
+		x.log.Error("persist message", "message_id", m.ID, "err", err)
+		return
+	}
+	if err := x.r.Store.TouchSession(ctx, m.SessionID, m.UpdatedAt.Time); err != nil {
+		x.log.Warn("touch session", "err", err)
+	}
+	x.emit(typ, m, false)
+}
+
+func (x *execution) emit(typ string, data any, ephemeral bool) {
+	if _, err := x.run.Workspace.Emit(x.ctx, workspace.Draft{
+		Type: typ, SessionID: x.run.SessionID, RunID: x.run.ID, Data: data, Ephemeral: ephemeral,
+	}); err != nil {
+		x.log.Error("emit event", "type", typ, "err", err)
+	}
+}
+
+// modelError maps a provider failure to run.completed's error.
+func modelError(err error) *proto.ErrorDetail {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		return &proto.ErrorDetail{Code: pe.Code, Message: pe.Message}
+	}
+	return &proto.ErrorDetail{Code: "model_error", Message: err.Error()}
+}
+
+func objectOrEmpty(args json.RawMessage) json.RawMessage {
+	if len(args) == 0 || string(args) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return args
+}

@@ -1,0 +1,147 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/tools"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Attachment limits keep one prompt from filling the model's context or memory.
+const (
+	MaxFileAttachment = 1 << 20
+	MaxBlobAttachment = 10 << 20
+)
+
+// imageTypes are the image formats every supported provider accepts as input.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// prepareAttachments checks a prompt's attachments and reads them; any
+// problem is a 400 naming the attachment, before the run is accepted.
+func prepareAttachments(root string, in []proto.Attachment) ([]agent.Attachment, error) {
+	out := make([]agent.Attachment, 0, len(in))
+	for i, a := range in {
+		var (
+			att agent.Attachment
+			err error
+		)
+		switch a.Type {
+		case "file":
+			att, err = fileAttachment(root, a)
+		case "blob":
+			att, err = blobAttachment(a)
+		default:
+			err = fmt.Errorf("type must be \"file\" or \"blob\", got %q", a.Type)
+		}
+		if err != nil {
+			return nil, tandem.Invalid("attachments[%d]: %v", i, err)
+		}
+		out = append(out, att)
+	}
+	return out, nil
+}
+
+func fileAttachment(root string, a proto.Attachment) (agent.Attachment, error) {
+	if a.Data != "" {
+		return agent.Attachment{}, fmt.Errorf("a file attachment takes a path, not data")
+	}
+	if a.Path == "" {
+		return agent.Attachment{}, fmt.Errorf("path is required")
+	}
+	abs, err := tools.Env{Root: root}.Resolve(a.Path)
+	if err != nil {
+		return agent.Attachment{}, err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return agent.Attachment{}, fmt.Errorf("path %q does not exist", a.Path)
+	}
+	if !fi.Mode().IsRegular() {
+		return agent.Attachment{}, fmt.Errorf("path %q is not a regular file", a.Path)
+	}
+	if fi.Size() > MaxFileAttachment {
+		return agent.Attachment{}, fmt.Errorf("file %q is %d bytes, over the %d byte limit", a.Path, fi.Size(), MaxFileAttachment)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return agent.Attachment{}, fmt.Errorf("read %q: %v", a.Path, err)
+	}
+	rel, _ := filepath.Rel(root, abs)
+	name := a.DisplayName
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	mime := http.DetectContentType(data)
+	part := proto.Part{Type: proto.PartAttachment, Kind: "file", Path: rel, DisplayName: name, Size: int64(len(data))}
+	if base := strings.TrimSpace(strings.Split(mime, ";")[0]); imageTypes[base] {
+		if a.LineRange != nil {
+			return agent.Attachment{}, fmt.Errorf("line_range does not apply to image %q", a.Path)
+		}
+		part.MimeType = base
+		return agent.Attachment{Part: part, Image: &provider.Image{MimeType: base, Data: data}}, nil
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return agent.Attachment{}, fmt.Errorf("file %q is binary; attach text files or images", a.Path)
+	}
+	part.MimeType = "text/plain"
+	text := string(data)
+	label := rel
+	if r := a.LineRange; r != nil {
+		lines := strings.SplitAfter(text, "\n")
+		if r.Start < 1 || r.End < r.Start {
+			return agent.Attachment{}, fmt.Errorf("line_range must have 1 <= start <= end, got %d-%d", r.Start, r.End)
+		}
+		if r.Start > len(lines) {
+			return agent.Attachment{}, fmt.Errorf("line_range starts at %d but %q has %d lines", r.Start, a.Path, len(lines))
+		}
+		text = strings.Join(lines[r.Start-1:min(r.End, len(lines))], "")
+		label = fmt.Sprintf("%s (lines %d-%d)", rel, r.Start, min(r.End, len(lines)))
+	}
+	return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached file %s:\n```\n%s\n```", label, strings.TrimSuffix(text, "\n"))}, nil
+}
+
+func blobAttachment(a proto.Attachment) (agent.Attachment, error) {
+	if a.Path != "" || a.LineRange != nil {
+		return agent.Attachment{}, fmt.Errorf("a blob attachment takes data and mime_type, not a path or line_range")
+	}
+	if a.Data == "" {
+		return agent.Attachment{}, fmt.Errorf("data is required")
+	}
+	if a.MimeType == "" {
+		return agent.Attachment{}, fmt.Errorf("mime_type is required")
+	}
+	if base64.StdEncoding.DecodedLen(len(a.Data)) > MaxBlobAttachment+3 {
+		return agent.Attachment{}, fmt.Errorf("blob is over the %d byte limit", MaxBlobAttachment)
+	}
+	data, err := base64.StdEncoding.DecodeString(a.Data)
+	if err != nil {
+		return agent.Attachment{}, fmt.Errorf("data is not valid base64: %v", err)
+	}
+	if len(data) > MaxBlobAttachment {
+		return agent.Attachment{}, fmt.Errorf("blob is %d bytes, over the %d byte limit", len(data), MaxBlobAttachment)
+	}
+	name := a.DisplayName
+	if name == "" {
+		name = "attachment"
+	}
+	part := proto.Part{Type: proto.PartAttachment, Kind: "blob", MimeType: a.MimeType, DisplayName: name, Size: int64(len(data))}
+	switch {
+	case imageTypes[a.MimeType]:
+		return agent.Attachment{Part: part, Image: &provider.Image{MimeType: a.MimeType, Data: data}}, nil
+	case strings.HasPrefix(a.MimeType, "text/") || a.MimeType == "application/json":
+		if bytes.IndexByte(data, 0) >= 0 {
+			return agent.Attachment{}, fmt.Errorf("blob of type %s contains binary data", a.MimeType)
+		}
+		return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached %s (%s):\n```\n%s\n```", name, a.MimeType, strings.TrimSuffix(string(data), "\n"))}, nil
+	}
+	return agent.Attachment{}, fmt.Errorf("mime_type %q is not supported: send images (png, jpeg, gif, webp) or text", a.MimeType)
+}

@@ -1,0 +1,418 @@
+// Package coordinator owns the lifecycle of agent runs: it accepts prompts,
+// queues them per session, starts them one at a time on the workspace's
+// context, and cancels them.
+//
+// Each session has one small state machine guarded by its own mutex: an
+// active run and a queue of accepted runs. A run exists from the moment its
+// 202 is decided, so a cancel can always find it; a cancel marks exactly the
+// runs present at that moment, which is what makes invariants 2 to 4 hold.
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/prompt"
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Config wires a Coordinator.
+type Config struct {
+	Store      store.Store
+	Workspaces *workspace.Manager
+	Sessions   *session.Service
+	Runner     *agent.Runner
+	// NewProvider builds a model provider; registry.New in production.
+	NewProvider func(provider.Config) (provider.Provider, error)
+	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
+	Getenv func(string) string
+	Logger *slog.Logger
+}
+
+// Coordinator runs prompts.
+type Coordinator struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*sessionRuns
+
+	// workers counts session worker goroutines so shutdown can wait for them.
+	workers sync.WaitGroup
+}
+
+// New returns a Coordinator.
+func New(cfg Config) *Coordinator {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns)}
+}
+
+// sessionRuns is one session's run state machine.
+type sessionRuns struct {
+	id string
+	ws *workspace.Workspace
+
+	mu     sync.Mutex
+	active *run
+	queue  []*run
+	// idle is closed when the session's worker exits; nil while none runs.
+	idle chan struct{}
+}
+
+// run is an accepted prompt.
+type run struct {
+	id          string
+	prompt      string
+	clientID    string
+	attachments []agent.Attachment
+
+	canceled atomic.Bool
+	// cancel stops the run once started; guarded by sessionRuns.mu.
+	cancel context.CancelFunc
+}
+
+func (c *Coordinator) session(ws *workspace.Workspace, id string) *sessionRuns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sr := c.sessions[id]
+	if sr == nil {
+		sr = &sessionRuns{id: id, ws: ws}
+		c.sessions[id] = sr
+	}
+	return sr
+}
+
+func (c *Coordinator) existing(id string) *sessionRuns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id]
+}
+
+// Prompt accepts a prompt: validated, recorded as run.accepted, queued, and
+// answered before the model is called.
+func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptRequest) (proto.PromptAccepted, error) {
+	ws, err := c.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	if err := validatePrompt(req); err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	_, sess, err := c.cfg.Sessions.Lookup(ctx, ws.ID, req.SessionID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	if err := ws.CheckOpen(); err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	atts, err := prepareAttachments(ws.Path, req.Attachments)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	r := &run{id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts}
+	sr := c.session(ws, sess.ID)
+
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	state, position := proto.RunRunning, 0
+	if sr.active != nil || len(sr.queue) > 0 {
+		state, position = proto.RunQueued, len(sr.queue)+1
+	}
+	// run.accepted is on disk before the 202 and before the run can start, and
+	// under the session lock so accepted events come in queue order.
+	if _, err := ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventRunAccepted, SessionID: sess.ID, RunID: r.id,
+		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: req.ClientID},
+	}); err != nil {
+		return proto.PromptAccepted{}, fmt.Errorf("accept run: %w", err)
+	}
+	sr.queue = append(sr.queue, r)
+	if sr.idle == nil {
+		sr.idle = make(chan struct{})
+		c.workers.Add(1)
+		go c.drain(sr, sr.idle)
+	}
+	if req.ClientID != "" {
+		c.cfg.Sessions.Join(sess.ID, req.ClientID)
+	}
+	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
+}
+
+func validatePrompt(req proto.PromptRequest) error {
+	if req.SessionID == "" {
+		return tandem.Invalid("session_id is required")
+	}
+	if _, err := uuid.Parse(req.SessionID); err != nil {
+		return tandem.Invalid("session_id must be a UUID, got %q", req.SessionID)
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return tandem.Invalid("prompt must not be empty")
+	}
+	if req.ClientID != "" {
+		if _, err := uuid.Parse(req.ClientID); err != nil {
+			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
+		}
+	}
+	return nil
+}
+
+// drain is the session's worker: it runs queued runs one at a time and exits
+// when the queue is empty.
+func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
+	defer c.workers.Done()
+	defer close(idle)
+	for {
+		sr.mu.Lock()
+		if len(sr.queue) == 0 {
+			sr.active = nil
+			sr.idle = nil
+			// Emitted under the lock so a prompt accepted right now cannot
+			// slip its run.started in before this idle.
+			if _, err := sr.ws.Emit(context.Background(), workspace.Draft{Type: proto.EventSessionIdle, SessionID: sr.id, Data: proto.Empty{}}); err != nil {
+				c.log.Error("emit session.idle", "session_id", sr.id, "err", err)
+			}
+			sr.mu.Unlock()
+			return
+		}
+		r := sr.queue[0]
+		sr.queue = sr.queue[1:]
+		sr.active = r
+		ctx, cancel := context.WithCancel(sr.ws.Context())
+		r.cancel = cancel
+		if r.canceled.Load() {
+			cancel()
+		}
+		sr.mu.Unlock()
+
+		c.execute(ctx, sr, r)
+		cancel()
+	}
+}
+
+// execute prepares the run's settings from the session and runs it.
+func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run) {
+	ar := &agent.Run{
+		ID:          r.id,
+		SessionID:   sr.id,
+		ClientID:    r.clientID,
+		Workspace:   sr.ws,
+		Prompt:      r.prompt,
+		Attachments: r.attachments,
+		Canceled:    r.canceled.Load,
+	}
+	sess, err := c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id)
+	if err != nil {
+		// Deleted under us: the run still ends properly, as canceled.
+		c.log.Warn("run of a missing session", "session_id", sr.id, "err", err)
+		r.canceled.Store(true)
+		ar.Provider = failing{err}
+	} else {
+		c.configure(ar, sess)
+	}
+	res := c.cfg.Runner.Execute(ctx, ar)
+	c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
+}
+
+// configure fills the run's model, provider, system prompt and tool settings
+// from the session.
+func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
+	var settings session.Settings
+	if len(sess.Config) > 0 {
+		if err := json.Unmarshal(sess.Config, &settings); err != nil {
+			c.log.Error("decode session settings", "session_id", sess.ID, "err", err)
+		}
+	}
+	ar.Model = sess.Model
+	ar.ReasoningEffort = sess.ReasoningEffort
+	ar.AvailableTools = settings.AvailableTools
+	ar.ExcludedTools = settings.ExcludedTools
+	ar.PermissionMode = settings.PermissionMode
+	ar.System = prompt.Build(settings.SystemMessage, prompt.Env{
+		WorkspacePath: ar.Workspace.Path,
+		OS:            runtime.GOOS,
+		Date:          time.Now(),
+	})
+	p, name, err := c.provider(sess, settings)
+	if err != nil {
+		ar.Provider = failing{err}
+		return
+	}
+	ar.Provider, ar.ModelName = p, name
+}
+
+// provider builds the session's model provider: its own provider settings if
+// it has them (its API key from memory), else the environment's.
+func (c *Coordinator) provider(sess store.Session, settings session.Settings) (provider.Provider, string, error) {
+	typ, name, err := provider.Resolve(sess.Model)
+	if err != nil {
+		return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+	}
+	getenv := c.cfg.Getenv
+	var pc provider.Config
+	if sp := settings.Provider; sp != nil {
+		pc = provider.Config{Type: sp.Type, BaseURL: sp.BaseURL, APIKey: c.cfg.Sessions.APIKey(sess.ID)}
+		if sp.Azure != nil {
+			pc.AzureAPIVersion = sp.Azure.APIVersion
+		}
+		if pc.APIKey == "" {
+			pc.APIKey = provider.FromEnv(sp.Type, getenv).APIKey
+		}
+	} else {
+		pc = provider.FromEnv(typ, getenv)
+	}
+	p, err := c.cfg.NewProvider(pc)
+	if err != nil {
+		return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+	}
+	return p, name, nil
+}
+
+// failing is a provider that only fails: a run whose provider cannot be built
+// still goes through the loop and ends with outcome error.
+type failing struct{ err error }
+
+func (f failing) Stream(context.Context, provider.Request, func(provider.Delta)) (provider.Response, error) {
+	return provider.Response{}, f.err
+}
+
+// Cancel cancels the session's active run and every run accepted before now.
+func (c *Coordinator) Cancel(ctx context.Context, wsID, sessionID string) ([]string, error) {
+	if _, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID); err != nil {
+		return nil, err
+	}
+	return c.cancelAll(sessionID), nil
+}
+
+func (c *Coordinator) cancelAll(sessionID string) []string {
+	ids := []string{}
+	sr := c.existing(sessionID)
+	if sr == nil {
+		return ids
+	}
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if r := sr.active; r != nil {
+		r.canceled.Store(true)
+		if r.cancel != nil {
+			r.cancel()
+		}
+		ids = append(ids, r.id)
+	}
+	for _, r := range sr.queue {
+		r.canceled.Store(true)
+		ids = append(ids, r.id)
+	}
+	return ids
+}
+
+// Status reports the session's runs.
+func (c *Coordinator) Status(ctx context.Context, wsID, sessionID string) (proto.AgentStatus, error) {
+	if _, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID); err != nil {
+		return proto.AgentStatus{}, err
+	}
+	st := proto.AgentStatus{Queued: []proto.QueuedRun{}}
+	sr := c.existing(sessionID)
+	if sr == nil {
+		return st, nil
+	}
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.active != nil {
+		st.Busy = true
+		id := sr.active.id
+		st.ActiveRunID = &id
+	}
+	for _, r := range sr.queue {
+		st.Queued = append(st.Queued, proto.QueuedRun{RunID: r.id, Prompt: r.prompt})
+	}
+	return st, nil
+}
+
+// State implements session.Runtime.
+func (c *Coordinator) State(_, sessionID string) (busy bool, queued int) {
+	sr := c.existing(sessionID)
+	if sr == nil {
+		return false, 0
+	}
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	return sr.active != nil, len(sr.queue)
+}
+
+// Forget implements session.Runtime: it cancels the session's runs and waits
+// for them to end before the session is deleted.
+func (c *Coordinator) Forget(ctx context.Context, _ *workspace.Workspace, sessionID string) {
+	c.cancelAll(sessionID)
+	c.waitIdle(ctx, sessionID)
+	c.mu.Lock()
+	delete(c.sessions, sessionID)
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {
+	sr := c.existing(sessionID)
+	if sr == nil {
+		return
+	}
+	sr.mu.Lock()
+	idle := sr.idle
+	sr.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}
+
+// WorkspaceClosed waits until the runs of a closed workspace have ended; its
+// context is canceled, so they end promptly as canceled.
+func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
+	c.mu.Lock()
+	var ids []string
+	for id, sr := range c.sessions {
+		if sr.ws.ID == ws.ID {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		c.waitIdle(ctx, id)
+	}
+}
+
+// Wait waits for every session worker to exit.
+func (c *Coordinator) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		c.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("runs still running at shutdown deadline")
+	}
+}

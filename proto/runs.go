@@ -1,0 +1,111 @@
+package proto
+
+import "encoding/json"
+
+// Run states in a prompt's answer and in run.accepted.
+const (
+	RunRunning = "running"
+	RunQueued  = "queued"
+)
+
+// Run outcomes of run.completed.
+const (
+	OutcomeEndTurn     = "end_turn"
+	OutcomeCanceled    = "canceled"
+	OutcomeError       = "error"
+	OutcomeInterrupted = "interrupted"
+)
+
+// PromptRequest is the body of POST /v1/workspaces/{id}/agent.
+type PromptRequest struct {
+	SessionID   string       `json:"session_id"`
+	Prompt      string       `json:"prompt"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	ClientID    string       `json:"client_id,omitempty"`
+}
+
+// Attachment is a file of the workspace or an inline blob sent with a prompt.
+type Attachment struct {
+	Type        string     `json:"type"` // "file" or "blob"
+	Path        string     `json:"path,omitempty"`
+	DisplayName string     `json:"display_name,omitempty"`
+	LineRange   *LineRange `json:"line_range,omitempty"`
+	Data        string     `json:"data,omitempty"` // base64
+	MimeType    string     `json:"mime_type,omitempty"`
+}
+
+// LineRange selects lines of a file attachment, from 1, inclusive.
+type LineRange struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// PromptAccepted is the 202 answer to a prompt.
+type PromptAccepted struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	State     string `json:"state"`
+	Position  int    `json:"position"`
+}
+
+// CancelResponse is the answer to a cancel.
+type CancelResponse struct {
+	CanceledRuns []string `json:"canceled_runs"`
+}
+
+// AgentStatus is the body of GET .../agent/sessions/{sid}.
+type AgentStatus struct {
+	Busy        bool        `json:"busy"`
+	ActiveRunID *string     `json:"active_run_id"`
+	Queued      []QueuedRun `json:"queued"`
+}
+
+// QueuedRun is a prompt waiting for its session's active run.
+type QueuedRun struct {
+	RunID  string `json:"run_id"`
+	Prompt string `json:"prompt"`
+}
+
+// RunAccepted is the data of run.accepted.
+type RunAccepted struct {
+	RunID    string `json:"run_id"`
+	State    string `json:"state"`
+	Position int    `json:"position"`
+	ClientID string `json:"client_id,omitempty"`
+}
+
+// RunStarted is the data of run.started.
+type RunStarted struct {
+	RunID string `json:"run_id"`
+}
+
+// RunCompleted is the data of run.completed.
+type RunCompleted struct {
+	RunID     string       `json:"run_id"`
+	Outcome   string       `json:"outcome"`
+	Error     *ErrorDetail `json:"error,omitempty"`
+	MessageID string       `json:"message_id"`
+}
+
+// MessageDelta is the data of message.delta.
+type MessageDelta struct {
+	MessageID string `json:"message_id"`
+	PartIndex int    `json:"part_index"`
+	Kind      string `json:"kind"` // "text" or "reasoning"
+	Text      string `json:"text"`
+}
+
+// ToolStarted is the data of tool.started.
+type ToolStarted struct {
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+}
+
+// ToolFinished is the data of tool.finished.
+type ToolFinished struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+	IsError    bool   `json:"is_error"`
+	Content    string `json:"content"`
+}
