@@ -228,4 +228,3 @@ func TestParseServeDefaults(t *testing.T) {
 	_, err = parseServe(nil, func(k string) string { return env[k] }, io.Discard)
 	assert.ErrorContains(t, err, "TANDEM_HEARTBEAT")
 }
-
