@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tandem-dev/tandem/internal/server"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const testToken = "sdk-test-token-4f1c9a"
+
+// wait bounds anything the server should do promptly.
+const wait = 10 * time.Second
+
+// env is the real server on httptest and an SDK client of it.
+type env struct {
+	t   *testing.T
+	srv *server.Server
+	ts  *httptest.Server
+	c   *Client
+	dir string // a directory to use as workspace
+}
+
+func startServer(t *testing.T, opts ...func(*server.Config)) *env {
+	t.Helper()
+	cfg := server.Config{DataDir: t.TempDir(), Token: testToken}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(context.Background(), cfg)
+	require.NoError(t, err)
+	e := &env{t: t, srv: srv, ts: httptest.NewServer(srv.Handler()), dir: t.TempDir()}
+	e.c = New(e.ts.URL, testToken)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(ctx))
+		e.ts.Close()
+		e.c.CloseIdleConnections()
+	})
+	return e
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) workspace() proto.Workspace {
+	e.t.Helper()
+	ws, created, err := e.c.CreateWorkspace(ctxT(e.t), e.dir)
+	require.NoError(e.t, err)
+	require.True(e.t, created)
+	return ws
+}
+
+func (e *env) session(wsID string) proto.Session {
+	e.t.Helper()
+	s, err := e.c.CreateSession(ctxT(e.t), wsID, proto.CreateSessionRequest{Title: "test"})
+	require.NoError(e.t, err)
+	return s
+}
+
+// stream opens an event stream of c that the test closes at its end.
+func openStream(t *testing.T, c *Client, wsID string, opts EventsOptions) *EventStream {
+	t.Helper()
+	s, err := c.Events(context.Background(), wsID, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// next reads one event or fails the test after wait.
+func next(t *testing.T, s *EventStream) proto.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ev, err := s.Next(ctx)
+	require.NoError(t, err)
+	return ev
+}
+
+// until reads up to the first event of type typ and returns it with the
+// events before it.
+func until(t *testing.T, s *EventStream, typ string) (proto.Event, []proto.Event) {
+	t.Helper()
+	var seen []proto.Event
+	for {
+		ev := next(t, s)
+		if ev.Type == typ {
+			return ev, seen
+		}
+		seen = append(seen, ev)
+	}
+}
+
+// killer is a dialer whose connections a test can cut from the client side,
+// as a flaky network would.
+type killer struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (k *killer) client() *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				k.mu.Lock()
+				k.conns = append(k.conns, c)
+				k.mu.Unlock()
+			}
+			return c, err
+		},
+	}}
+}
+
+// kill closes every connection dialed so far and reports how many there were.
+func (k *killer) kill() int {
+	k.mu.Lock()
+	conns := k.conns
+	k.conns = nil
+	k.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return len(conns)
+}
