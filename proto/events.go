@@ -121,3 +121,10 @@ type WorkspaceClosing struct {
 
 // Empty is the data of events that carry none, such as session.idle.
 type Empty struct{}
+
+// SessionModelChanged is the data of session.model_changed.
+type SessionModelChanged struct {
+	Model           string `json:"model"`
+	PreviousModel   string `json:"previous_model"`
+	ReasoningEffort string `json:"reasoning_effort"`
+}

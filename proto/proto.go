@@ -199,3 +199,10 @@ type EventList struct {
 type MessageList struct {
 	Messages []Message `json:"messages"`
 }
+
+// SetModelRequest is the body of PUT .../sessions/{sid}/model. A missing
+// reasoning_effort keeps the session's current one.
+type SetModelRequest struct {
+	Model           string  `json:"model"`
+	ReasoningEffort *string `json:"reasoning_effort,omitempty"`
+}

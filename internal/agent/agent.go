@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,13 +32,26 @@ type Tools interface {
 	// Call runs one tool call, asking permissions or clients as needed, and
 	// returns what goes back to the model. It honours ctx.
 	Call(ctx context.Context, run *Run, call provider.ToolCall) ToolResult
+	// Interrupt resolves the open requests of a suspended run as interrupted.
+	Interrupt(ctx context.Context, run *Run) error
 }
 
 // ToolResult is a tool's answer for the model.
 type ToolResult struct {
 	Content string
 	IsError bool
+	// Suspended reports that the call still waits on a client while the
+	// run's context ended for a reason other than a cancel: the run is kept.
+	Suspended bool
 }
+
+// Revival modes of a suspended run.
+const (
+	// ReviveContinue answers what was answered, waits for the rest, and goes on.
+	ReviveContinue = "continue"
+	// ReviveInterrupt ends the run as interrupted without calling the model.
+	ReviveInterrupt = "interrupt"
+)
 
 // Attachment is a prepared prompt attachment.
 type Attachment struct {
@@ -68,6 +83,11 @@ type Run struct {
 
 	// Canceled reports an explicit cancel (as opposed to the workspace closing).
 	Canceled func() bool
+
+	// Revive is empty for a new run, else how a suspended run comes back.
+	Revive string
+	// Announce re-announces the requests a revived run still waits on.
+	Announce bool
 }
 
 // Result is how a run ended.
@@ -75,6 +95,9 @@ type Result struct {
 	Outcome   string
 	Error     *proto.ErrorDetail
 	MessageID string
+	// Suspended reports a run parked on clients when its workspace closed:
+	// it has not ended and has emitted no run.completed.
+	Suspended bool
 }
 
 // Runner executes runs.
@@ -90,11 +113,20 @@ type Runner struct {
 	Logger  *slog.Logger
 }
 
-// Execute runs the run to its end and returns its outcome. It has emitted
-// run.completed when it returns.
+// Execute runs the run (or revives it, see Run.Revive) until it ends or is
+// suspended. Unless suspended, it has emitted run.completed when it returns.
 func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 	x := &execution{r: r, run: run, ctx: ctx, log: r.logger().With("run_id", run.ID, "session_id", run.SessionID)}
-	res := x.execute()
+	var res Result
+	if run.Revive != "" {
+		res = x.revive()
+	} else {
+		res = x.execute()
+	}
+	if res.Suspended {
+		x.log.Info("run suspended")
+		return res
+	}
 	x.emit(proto.EventRunCompleted, proto.RunCompleted{
 		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
 	}, false)
@@ -134,7 +166,11 @@ func (x *execution) execute() Result {
 	}
 	x.userID = user.ID
 	x.save(&user, proto.EventMessageCreated)
+	return x.loop()
+}
 
+// loop runs model steps and their tool calls until the turn ends.
+func (x *execution) loop() Result {
 	maxSteps := x.r.MaxSteps
 	if maxSteps == 0 {
 		maxSteps = 50
@@ -167,28 +203,105 @@ func (x *execution) execute() Result {
 		}
 		asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishToolUse})
 		x.save(&asst, proto.EventMessageUpdated)
-		x.runTools(resp.ToolCalls)
+		if x.runTools(resp.ToolCalls, false) {
+			return Result{Suspended: true}
+		}
 	}
 }
 
-// runTools runs the step's tool calls in order. Every call gets a result in
-// the history, even the ones a cancel kept from running, so the next request
-// is well-formed for every provider.
-func (x *execution) runTools(calls []provider.ToolCall) {
-	for _, c := range calls {
-		var res ToolResult
-		if x.stopped() {
-			res = ToolResult{Content: "canceled before it ran", IsError: true}
-		} else {
-			args := objectOrEmpty(c.Arguments)
-			x.emit(proto.EventToolStarted, proto.ToolStarted{ToolCallID: c.ID, Name: c.Name, Arguments: args}, false)
-			res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
-			x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
-		}
-		msg := x.newMessage(proto.RoleTool)
-		msg.Parts = []proto.Part{{Type: proto.PartToolResult, ToolCallID: c.ID, Name: c.Name, Content: res.Content, IsError: res.IsError}}
-		x.save(&msg, proto.EventMessageCreated)
+// runTools runs the step's tool calls side by side, so several may wait on
+// clients at once. Every call that does not wait gets a result in the
+// history, even one a cancel kept from running, so the next request is
+// well-formed for every provider. It reports whether any call was suspended.
+func (x *execution) runTools(calls []provider.ToolCall, revived bool) (suspended bool) {
+	var wg sync.WaitGroup
+	results := make([]bool, len(calls))
+	for i, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = x.runTool(c, revived)
+		}()
 	}
+	wg.Wait()
+	return slices.Contains(results, true)
+}
+
+func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) {
+	var res ToolResult
+	if x.stopped() && !revived {
+		res = ToolResult{Content: "canceled before it ran", IsError: true}
+	} else {
+		args := objectOrEmpty(c.Arguments)
+		if !revived {
+			x.emit(proto.EventToolStarted, proto.ToolStarted{ToolCallID: c.ID, Name: c.Name, Arguments: args}, false)
+		}
+		res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		if res.Suspended {
+			return true
+		}
+		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
+	}
+	x.toolMessage(c, res)
+	return false
+}
+
+func (x *execution) toolMessage(c provider.ToolCall, res ToolResult) {
+	msg := x.newMessage(proto.RoleTool)
+	msg.Parts = []proto.Part{{Type: proto.PartToolResult, ToolCallID: c.ID, Name: c.Name, Content: res.Content, IsError: res.IsError}}
+	x.save(&msg, proto.EventMessageCreated)
+}
+
+// revive brings a suspended run back: the tool calls of its last step that
+// have no result yet are run again (their requests found answered, or waited
+// on anew), or interrupted; then the run goes on or ends.
+func (x *execution) revive() Result {
+	msgs, err := x.r.Store.ListMessages(x.ctx, x.run.SessionID)
+	if err != nil {
+		x.log.Error("read history of suspended run", "err", err)
+	}
+	var calls []provider.ToolCall
+	done := map[string]bool{}
+	for _, m := range msgs {
+		if m.RunID != x.run.ID {
+			continue
+		}
+		switch m.Role {
+		case proto.RoleUser:
+			x.userID = m.ID
+		case proto.RoleAssistant:
+			calls = calls[:0]
+			for _, p := range m.Parts {
+				if p.Type == proto.PartToolCall {
+					calls = append(calls, provider.ToolCall{ID: p.ID, Name: p.Name, Arguments: objectOrEmpty(p.Arguments)})
+				}
+			}
+		case proto.RoleTool:
+			for _, p := range m.Parts {
+				done[p.ToolCallID] = true
+			}
+		}
+	}
+	missing := slices.DeleteFunc(calls, func(c provider.ToolCall) bool { return done[c.ID] })
+
+	if x.run.Revive == ReviveInterrupt {
+		if err := x.r.Tools.Interrupt(x.ctx, x.run); err != nil {
+			x.log.Error("interrupt pending requests", "err", err)
+		}
+		for _, c := range missing {
+			res := ToolResult{Content: "interrupted: the session was resumed without continuing pending work", IsError: true}
+			x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: true, Content: res.Content}, false)
+			x.toolMessage(c, res)
+		}
+		asst := x.newMessage(proto.RoleAssistant)
+		asst.Model = x.run.Model
+		x.save(&asst, proto.EventMessageCreated)
+		return x.finish(&asst, proto.OutcomeInterrupted, nil)
+	}
+	if x.runTools(missing, true) {
+		return Result{Suspended: true}
+	}
+	return x.loop()
 }
 
 // finish ends the assistant message with the outcome's finish part.

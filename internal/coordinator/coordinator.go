@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,11 +24,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -38,6 +41,8 @@ type Config struct {
 	Workspaces *workspace.Manager
 	Sessions   *session.Service
 	Runner     *agent.Runner
+	Broker     *pending.Broker
+	Tools      *toolset.Set
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
@@ -84,9 +89,21 @@ type run struct {
 	clientID    string
 	attachments []agent.Attachment
 
+	// revive and announce describe a suspended run brought back (agent.Run).
+	revive   string
+	announce bool
+
 	canceled atomic.Bool
 	// cancel stops the run once started; guarded by sessionRuns.mu.
 	cancel context.CancelFunc
+}
+
+// hasLocked reports whether the run is active or queued.
+func (sr *sessionRuns) hasLocked(runID string) bool {
+	if sr.active != nil && sr.active.id == runID {
+		return true
+	}
+	return slices.ContainsFunc(sr.queue, func(r *run) bool { return r.id == runID })
 }
 
 func (c *Coordinator) session(ws *workspace.Workspace, id string) *sessionRuns {
@@ -128,32 +145,38 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		return proto.PromptAccepted{}, err
 	}
 	r := &run{id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts}
-	sr := c.session(ws, sess.ID)
-
-	sr.mu.Lock()
-	defer sr.mu.Unlock()
-	state, position := proto.RunRunning, 0
-	if sr.active != nil || len(sr.queue) > 0 {
-		state, position = proto.RunQueued, len(sr.queue)+1
-	}
-	// run.accepted is on disk before the 202 and before the run can start, and
-	// under the session lock so accepted events come in queue order.
-	if _, err := ws.Emit(ctx, workspace.Draft{
-		Type: proto.EventRunAccepted, SessionID: sess.ID, RunID: r.id,
-		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: req.ClientID},
-	}); err != nil {
-		return proto.PromptAccepted{}, fmt.Errorf("accept run: %w", err)
-	}
-	sr.queue = append(sr.queue, r)
-	if sr.idle == nil {
-		sr.idle = make(chan struct{})
-		c.workers.Add(1)
-		go c.drain(sr, sr.idle)
+	state, position, err := c.accept(ctx, ws, sess.ID, r)
+	if err != nil {
+		return proto.PromptAccepted{}, err
 	}
 	if req.ClientID != "" {
 		c.cfg.Sessions.Join(sess.ID, req.ClientID)
 	}
+	if err := c.cfg.Sessions.NameFromPrompt(ctx, ws.ID, sess.ID, req.Prompt); err != nil {
+		c.log.Warn("name session", "session_id", sess.ID, "err", err)
+	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
+}
+
+// accept records run.accepted and queues r. The event is on disk before the
+// 202 and before the run can start, and emitted under the session lock so
+// accepted events come in queue order.
+func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessionID string, r *run) (state string, position int, err error) {
+	sr := c.session(ws, sessionID)
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	state, position = proto.RunRunning, 0
+	if sr.active != nil || len(sr.queue) > 0 {
+		state, position = proto.RunQueued, len(sr.queue)+1
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
+		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID},
+	}); err != nil {
+		return "", 0, fmt.Errorf("accept run: %w", err)
+	}
+	c.enqueueLocked(sr, r)
+	return state, position, nil
 }
 
 func validatePrompt(req proto.PromptRequest) error {
@@ -172,6 +195,30 @@ func validatePrompt(req proto.PromptRequest) error {
 		}
 	}
 	return nil
+}
+
+// enqueueLocked queues r and starts the session's worker if none runs.
+func (c *Coordinator) enqueueLocked(sr *sessionRuns, r *run) {
+	sr.queue = append(sr.queue, r)
+	if sr.idle == nil {
+		sr.idle = make(chan struct{})
+		c.workers.Add(1)
+		go c.drain(sr, sr.idle)
+	}
+}
+
+// Revive queues a suspended run so it comes back into memory; mode is
+// agent.ReviveContinue or agent.ReviveInterrupt. A run already in memory is
+// left alone: its parked calls get their answers directly.
+func (c *Coordinator) Revive(ws *workspace.Workspace, sessionID, runID, mode string, announce bool) {
+	sr := c.session(ws, sessionID)
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.hasLocked(runID) {
+		return
+	}
+	c.log.Info("reviving run", "run_id", runID, "session_id", sessionID, "mode", mode)
+	c.enqueueLocked(sr, &run{id: runID, revive: mode, announce: announce})
 }
 
 // drain is the session's worker: it runs queued runs one at a time and exits
@@ -217,6 +264,8 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run) {
 		Prompt:      r.prompt,
 		Attachments: r.attachments,
 		Canceled:    r.canceled.Load,
+		Revive:      r.revive,
+		Announce:    r.announce,
 	}
 	sess, err := c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id)
 	if err != nil {
@@ -228,7 +277,9 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run) {
 		c.configure(ar, sess)
 	}
 	res := c.cfg.Runner.Execute(ctx, ar)
-	c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
+	if !res.Suspended {
+		c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
+	}
 }
 
 // configure fills the run's model, provider, system prompt and tool settings
@@ -359,9 +410,12 @@ func (c *Coordinator) State(_, sessionID string) (busy bool, queued int) {
 
 // Forget implements session.Runtime: it cancels the session's runs and waits
 // for them to end before the session is deleted.
-func (c *Coordinator) Forget(ctx context.Context, _ *workspace.Workspace, sessionID string) {
+func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) {
 	c.cancelAll(sessionID)
 	c.waitIdle(ctx, sessionID)
+	// Suspended runs are not in memory; their requests are settled here.
+	c.cfg.Broker.CancelSession(ctx, ws, sessionID)
+	c.cfg.Tools.ForgetSession(sessionID)
 	c.mu.Lock()
 	delete(c.sessions, sessionID)
 	c.mu.Unlock()

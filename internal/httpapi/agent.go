@@ -14,6 +14,11 @@ type Agent interface {
 	Prompt(ctx context.Context, workspaceID string, req proto.PromptRequest) (proto.PromptAccepted, error)
 	Cancel(ctx context.Context, workspaceID, sessionID string) ([]string, error)
 	Status(ctx context.Context, workspaceID, sessionID string) (proto.AgentStatus, error)
+	Resume(ctx context.Context, workspaceID, sessionID string, req proto.ResumeRequest) (proto.ResumeResponse, error)
+	Pending(ctx context.Context, workspaceID, sessionID string) (proto.PendingWork, error)
+	Permissions(ctx context.Context, workspaceID string) ([]proto.PermissionRequest, error)
+	AnswerPermission(ctx context.Context, workspaceID, requestID string, a proto.PermissionAnswer) (string, error)
+	AnswerToolCall(ctx context.Context, workspaceID, requestID string, a proto.ToolCallAnswer) error
 }
 
 func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
@@ -37,4 +42,41 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 func (a *API) agentStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := a.cfg.Agent.Status(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusOK, st, err)
+}
+
+func (a *API) resume(w http.ResponseWriter, r *http.Request) {
+	var req proto.ResumeRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	res, err := a.cfg.Agent.Resume(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	a.Respond(w, r, http.StatusOK, res, err)
+}
+
+func (a *API) pending(w http.ResponseWriter, r *http.Request) {
+	res, err := a.cfg.Agent.Pending(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	a.Respond(w, r, http.StatusOK, res, err)
+}
+
+func (a *API) permissions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.cfg.Agent.Permissions(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusOK, proto.PermissionList{Permissions: list}, err)
+}
+
+func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
+	var req proto.PermissionAnswer
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	result, err := a.cfg.Agent.AnswerPermission(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	a.Respond(w, r, http.StatusOK, proto.PermissionAnswered{Resolved: true, Result: result}, err)
+}
+
+func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
+	var req proto.ToolCallAnswer
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	err := a.cfg.Agent.AnswerToolCall(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -87,17 +86,6 @@ func (a *API) Workspace(r *http.Request) (*workspace.Workspace, error) {
 	return a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
 }
 
-// ParseUUID checks a body or query id, naming the field in the error.
-func ParseUUID(field, v string) error {
-	if v == "" {
-		return tandem.Invalid("%s is required", field)
-	}
-	if _, err := uuid.Parse(v); err != nil {
-		return tandem.Invalid("%s must be a UUID, got %q", field, v)
-	}
-	return nil
-}
-
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ws, err := a.Workspace(r)
@@ -106,13 +94,13 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clientID := q.Get("client_id")
-	if err := ParseUUID("client_id", clientID); err != nil {
+	if err := tandem.CheckUUID("client_id", clientID); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	opts := workspace.StreamOptions{ClientID: clientID}
 	if sid := q.Get("session_id"); sid != "" {
-		if err := ParseUUID("session_id", sid); err != nil {
+		if err := tandem.CheckUUID("session_id", sid); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
@@ -219,4 +207,13 @@ func (a *API) logToSession(w http.ResponseWriter, r *http.Request) {
 	}
 	seq, err := a.cfg.Sessions.Log(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
 	a.Respond(w, r, http.StatusOK, proto.LogResponse{Seq: seq}, err)
+}
+
+func (a *API) setModel(w http.ResponseWriter, r *http.Request) {
+	var req proto.SetModelRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	s, err := a.cfg.Sessions.SetModel(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	a.Respond(w, r, http.StatusOK, s, err)
 }

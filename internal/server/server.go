@@ -17,6 +17,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -104,7 +105,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		DetachGrace: cfg.DetachGrace,
 		Logger:      cfg.Logger,
 	})
+	broker := pending.New(db, cfg.Logger)
+	tools := toolset.New(broker)
 	s.sessions = session.NewService(session.Config{
+		Tools:        tools,
 		Store:        db,
 		Workspaces:   s.workspaces,
 		DefaultModel: cfg.DefaultModel,
@@ -120,16 +124,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Sessions:   s.sessions,
 		Runner: &agent.Runner{
 			Store:   db,
-			Tools:   toolset.New(nil),
+			Tools:   tools,
 			Backoff: cfg.ModelRetryBackoff,
 			Logger:  cfg.Logger,
 		},
+		Broker:      broker,
+		Tools:       tools,
 		NewProvider: func(pc provider.Config) (provider.Provider, error) { return registry.New(pc) },
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
 	})
 	s.sessions.SetRuntime(s.runs)
-	s.workspaces.SetHooks(workspace.Hooks{Closed: s.runs.WorkspaceClosed})
+	broker.SetReviver(func(ws *workspace.Workspace, sessionID, runID string) {
+		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
+	})
+	s.workspaces.SetHooks(workspace.Hooks{
+		Closed:     s.runs.WorkspaceClosed,
+		ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
+	})
 	s.api = httpapi.New(httpapi.Config{
 		Token:        cfg.Token,
 		Version:      Version,

@@ -47,8 +47,15 @@ type Settings struct {
 	Provider       *proto.Provider      `json:"provider,omitempty"`
 }
 
+// ToolRegistry keeps the tools clients offer in sessions.
+type ToolRegistry interface {
+	Register(workspaceID, sessionID, clientID string, specs []proto.ToolSpec) error
+}
+
 // Config configures a Service.
 type Config struct {
+	// Tools registers client tools offered on create; nil refuses them.
+	Tools      ToolRegistry
 	Store      store.Store
 	Workspaces *workspace.Manager
 	// DefaultModel is the model of sessions created without one.
@@ -63,6 +70,9 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
+	// writeMu serializes read-modify-write updates of stored sessions.
+	writeMu sync.Mutex
+
 	mu      sync.Mutex
 	runtime Runtime
 	// keys holds per-session provider API keys: memory only, by contract.
@@ -70,8 +80,6 @@ type Service struct {
 	// members are the clients that created, resumed or prompted a session, so
 	// attached_clients can count the ones still attached.
 	members map[string]map[string]struct{}
-	// tools are the client tools offered per session and client.
-	tools map[string]map[string][]proto.ToolSpec
 }
 
 // NewService returns a Service; SetRuntime wires the coordinator in later.
@@ -85,7 +93,6 @@ func NewService(cfg Config) *Service {
 		runtime: idleRuntime{},
 		keys:    make(map[string]string),
 		members: make(map[string]map[string]struct{}),
-		tools:   make(map[string]map[string][]proto.ToolSpec),
 	}
 }
 
@@ -154,7 +161,7 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	title := req.Title
 	if title == "" {
-		title = "New session"
+		title = DefaultTitle
 	}
 	rec := store.Session{
 		ID:              req.ID,
@@ -172,15 +179,25 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		}
 		return proto.Session{}, fmt.Errorf("create session %s: %w", req.ID, err)
 	}
+	if len(req.Tools) > 0 {
+		var err error = tandem.Invalid("this server takes no client tools")
+		if s.cfg.Tools != nil {
+			err = s.cfg.Tools.Register(ws.ID, rec.ID, req.ClientID, req.Tools)
+		}
+		if err != nil {
+			// Undo the create: a refused request changes nothing.
+			if derr := s.cfg.Store.DeleteSession(context.WithoutCancel(ctx), ws.ID, rec.ID); derr != nil {
+				s.log.Error("undo session create", "session_id", rec.ID, "err", derr)
+			}
+			return proto.Session{}, err
+		}
+	}
 	s.mu.Lock()
 	if apiKey != "" {
 		s.keys[rec.ID] = apiKey
 	}
 	if req.ClientID != "" {
 		s.joinLocked(rec.ID, req.ClientID)
-		if len(req.Tools) > 0 {
-			s.tools[rec.ID] = map[string][]proto.ToolSpec{req.ClientID: req.Tools}
-		}
 	}
 	s.mu.Unlock()
 
@@ -221,8 +238,8 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 	if req.PermissionMode != "" && !slices.Contains(permissionModes, req.PermissionMode) {
 		return tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), req.PermissionMode)
 	}
-	if req.Provider != nil && !slices.Contains(providerTypes, req.Provider.Type) {
-		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), req.Provider.Type)
+	if err := validProvider(req.Provider); err != nil {
+		return err
 	}
 	if err := prompt.Validate(req.SystemMessage); err != nil {
 		return err
@@ -230,44 +247,27 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 	if len(req.Tools) > 0 && req.ClientID == "" {
 		return tandem.Invalid("tools need a client_id: they belong to the client that offers them")
 	}
-	return ValidateTools(req.Tools)
+	return nil
 }
 
-// ValidateTools checks client tool specs: names a model API accepts, unique,
-// parameters a JSON object.
-func ValidateTools(tools []proto.ToolSpec) error {
-	seen := make(map[string]bool, len(tools))
-	for i, t := range tools {
-		if !validToolName(t.Name) {
-			return tandem.Invalid("tools[%d].name %q must be 1-64 letters, digits, '_' or '-'", i, t.Name)
-		}
-		if seen[t.Name] {
-			return tandem.Invalid("tools[%d].name %q is given twice", i, t.Name)
-		}
-		seen[t.Name] = true
-		if len(t.Parameters) > 0 {
-			var schema map[string]any
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return tandem.Invalid("tools[%d].parameters must be a JSON Schema object", i)
-			}
-			if typ, ok := schema["type"]; ok && typ != "object" {
-				return tandem.Invalid("tools[%d].parameters.type must be \"object\"", i)
-			}
-		}
+func validProvider(p *proto.Provider) error {
+	if p != nil && !slices.Contains(providerTypes, p.Type) {
+		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), p.Type)
 	}
 	return nil
 }
 
-func validToolName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
+// OtherClientAttached reports whether a client of the session other than
+// clientID has an open stream.
+func (s *Service) OtherClientAttached(ws *workspace.Workspace, sessionID, clientID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.members[sessionID] {
+		if id != clientID && ws.HasClient(id) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Join records that clientID works in the session (for attached_clients).
@@ -390,7 +390,6 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 	s.mu.Lock()
 	delete(s.keys, rec.ID)
 	delete(s.members, rec.ID)
-	delete(s.tools, rec.ID)
 	s.mu.Unlock()
 	_, err = ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionDeleted, SessionID: rec.ID, Data: proto.SessionDeleted{SessionID: rec.ID}})
 	return err

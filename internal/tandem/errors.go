@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -45,4 +47,15 @@ func ErrorMessage(err error) string {
 // Invalid is shorthand for an invalid_argument error.
 func Invalid(format string, args ...any) *Error {
 	return Errorf(proto.CodeInvalidArgument, format, args...)
+}
+
+// CheckUUID checks a required id given in a body or query, naming the field.
+func CheckUUID(field, v string) error {
+	if v == "" {
+		return Invalid("%s is required", field)
+	}
+	if _, err := uuid.Parse(v); err != nil {
+		return Invalid("%s must be a UUID, got %q", field, v)
+	}
+	return nil
 }

@@ -1,0 +1,548 @@
+// Package pending is the broker of work that waits on clients: permission
+// requests and client tool calls. Every request is persisted before it is
+// announced, any client may answer it, and the first answer wins.
+//
+// A run waiting on a request is parked: its goroutine waits here. When the
+// workspace closes the goroutine leaves and the request stays on disk
+// (suspended); an answer to a suspended request is recorded and the run is
+// revived through the Reviver, which finds the recorded answer on its way.
+package pending
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Kinds of pending rows.
+const (
+	KindPermission = "permission"
+	KindToolCall   = "tool_call"
+)
+
+// Answer is how a request was resolved.
+type Answer struct {
+	// Result is a permission result (proto.Result*); empty for tool calls.
+	Result   string `json:"result,omitempty"`
+	Feedback string `json:"feedback,omitempty"`
+	// Content and IsError are a client tool's answer.
+	Content    string `json:"content,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	ResolvedBy string `json:"resolved_by,omitempty"`
+}
+
+// record is what a pending row holds (store.Pending.Data).
+type record struct {
+	Permission *proto.PermissionRequest `json:"permission,omitempty"`
+	ToolCall   *proto.ToolCallRequest   `json:"tool_call,omitempty"`
+	Resolved   bool                     `json:"resolved,omitempty"`
+	// Applied is set once the answer reached the run; a run with unapplied
+	// rows is parked or suspended.
+	Applied bool   `json:"applied,omitempty"`
+	Answer  Answer `json:"answer"`
+}
+
+type row struct {
+	store.Pending
+	rec record
+}
+
+// Reviver brings a suspended run back into memory so it can use an answer.
+type Reviver func(ws *workspace.Workspace, sessionID, runID string)
+
+// Broker holds pending requests.
+type Broker struct {
+	store store.Store
+	log   *slog.Logger
+
+	// mu serializes every find-register-resolve sequence, so an answer and a
+	// waiter can never miss each other.
+	mu        sync.Mutex
+	waiters   map[string]chan Answer
+	approvals map[string]map[string]bool // session -> kinds approved for the session
+	revive    Reviver
+}
+
+// New returns a Broker over st.
+func New(st store.Store, log *slog.Logger) *Broker {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Broker{store: st, log: log, waiters: make(map[string]chan Answer), approvals: make(map[string]map[string]bool)}
+}
+
+// SetReviver installs the function that revives suspended runs.
+func (b *Broker) SetReviver(r Reviver) {
+	b.mu.Lock()
+	b.revive = r
+	b.mu.Unlock()
+}
+
+// Ref names the run and tool call a request is about.
+type Ref struct {
+	Workspace  *workspace.Workspace
+	SessionID  string
+	RunID      string
+	ToolCallID string
+	ToolName   string
+	// Canceled reports an explicit cancel: a wait that ends because of it
+	// resolves the request as canceled; otherwise (workspace closing) the
+	// request is kept and the run suspended.
+	Canceled func() bool
+	// Announce re-announces a request that already exists (cold resume).
+	Announce bool
+}
+
+// ApprovedForSession reports whether the kind was approved for the session.
+func (b *Broker) ApprovedForSession(sessionID, kind string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.approvals[sessionID][kind]
+}
+
+// AskPermission parks until the permission request for ref's tool call is
+// answered. suspended reports that the wait ended with the request still open.
+func (b *Broker) AskPermission(ctx context.Context, ref Ref, kind, summary string, details map[string]any) (ans Answer, suspended bool) {
+	if details == nil {
+		details = map[string]any{}
+	}
+	return b.ask(ctx, ref, KindPermission, func(id string) record {
+		return record{Permission: &proto.PermissionRequest{
+			RequestID: id, SessionID: ref.SessionID, RunID: ref.RunID, ToolCallID: ref.ToolCallID,
+			ToolName: ref.ToolName, Kind: kind, Summary: summary, Details: details,
+		}}
+	})
+}
+
+// CallClientTool parks until a client answers the tool call.
+func (b *Broker) CallClientTool(ctx context.Context, ref Ref, args json.RawMessage, owners []string) (ans Answer, suspended bool) {
+	if owners == nil {
+		owners = []string{}
+	}
+	return b.ask(ctx, ref, KindToolCall, func(id string) record {
+		return record{ToolCall: &proto.ToolCallRequest{
+			RequestID: id, SessionID: ref.SessionID, RunID: ref.RunID, ToolCallID: ref.ToolCallID,
+			ToolName: ref.ToolName, Arguments: args, OwnerClientIDs: owners,
+		}}
+	})
+}
+
+func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id string) record) (Answer, bool) {
+	ws := ref.Workspace
+	// The request must outlive the run's context: it is what a suspended run
+	// comes back to.
+	bg := context.WithoutCancel(ctx)
+	b.mu.Lock()
+	r, err := b.find(bg, ws.ID, ref.RunID, ref.ToolCallID, kind)
+	switch {
+	case err != nil:
+		b.mu.Unlock()
+		b.log.Error("find pending request", "run_id", ref.RunID, "err", err)
+		return failed(kind, err), false
+	case r != nil && r.rec.Resolved:
+		// Answered while the run was suspended: use the recorded answer.
+		r.rec.Applied = true
+		b.saveLocked(bg, r)
+		b.mu.Unlock()
+		return r.rec.Answer, false
+	case r != nil:
+		if ref.Announce {
+			b.announce(bg, ws, r)
+		}
+	default:
+		r = &row{Pending: store.Pending{
+			RequestID: uuid.NewString(), WorkspaceID: ws.ID, SessionID: ref.SessionID, RunID: ref.RunID,
+			Kind: kind, CreatedAt: time.Now().UTC(),
+		}}
+		r.rec = build(r.RequestID)
+		// On disk before anyone hears of it.
+		if err := b.saveLocked(bg, r); err != nil {
+			b.mu.Unlock()
+			return failed(kind, err), false
+		}
+		b.announce(bg, ws, r)
+	}
+	ch := make(chan Answer, 1)
+	b.waiters[r.RequestID] = ch
+	b.mu.Unlock()
+
+	select {
+	case ans := <-ch:
+		b.markApplied(bg, r.RequestID)
+		return ans, false
+	case <-ctx.Done():
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.waiters, r.RequestID)
+	select {
+	case ans := <-ch:
+		// Answered in the same instant: keep the answer, it is recorded.
+		return ans, false
+	default:
+	}
+	if ref.Canceled != nil && ref.Canceled() {
+		ans := canceledAnswer(kind)
+		b.resolveLocked(bg, ws, r, ans)
+		r.rec.Applied = true
+		b.saveLocked(bg, r)
+		return ans, false
+	}
+	return Answer{}, true
+}
+
+func failed(kind string, err error) Answer {
+	msg := fmt.Sprintf("could not record the request: %v", err)
+	if kind == KindPermission {
+		return Answer{Result: proto.ResultCanceled, Feedback: msg}
+	}
+	return Answer{Content: msg, IsError: true}
+}
+
+func canceledAnswer(kind string) Answer {
+	if kind == KindPermission {
+		return Answer{Result: proto.ResultCanceled}
+	}
+	return Answer{Content: "canceled", IsError: true}
+}
+
+func (b *Broker) announce(ctx context.Context, ws *workspace.Workspace, r *row) {
+	typ, data := proto.EventPermissionRequested, any(r.rec.Permission)
+	if r.Kind == KindToolCall {
+		typ, data = proto.EventToolRequested, r.rec.ToolCall
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: data}); err != nil {
+		b.log.Error("announce pending request", "request_id", r.RequestID, "err", err)
+	}
+}
+
+// resolveLocked records ans on r, announces the resolution and hands the
+// answer to the parked run, or returns false when no run waits for it.
+func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) (delivered bool) {
+	r.rec.Resolved = true
+	r.rec.Answer = ans
+	if err := b.saveLocked(ctx, r); err != nil {
+		b.log.Error("persist resolution", "request_id", r.RequestID, "err", err)
+	}
+	typ, data := proto.EventPermissionResolved, any(proto.PermissionResolved{
+		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy,
+	})
+	if r.Kind == KindToolCall {
+		typ, data = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy}
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: data}); err != nil {
+		b.log.Error("announce resolution", "request_id", r.RequestID, "err", err)
+	}
+	if ch := b.waiters[r.RequestID]; ch != nil {
+		delete(b.waiters, r.RequestID)
+		ch <- ans
+		return true
+	}
+	return false
+}
+
+// AnswerPermission resolves a permission request with a client's decision.
+func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.PermissionAnswer) (string, error) {
+	if err := checkClient(a.ClientID); err != nil {
+		return "", err
+	}
+	var ans Answer
+	switch a.Decision {
+	case proto.DecisionApproveOnce:
+		ans.Result = proto.ResultApproved
+	case proto.DecisionApproveSession:
+		ans.Result = proto.ResultApprovedForSession
+	case proto.DecisionReject:
+		ans.Result = proto.ResultDeniedByUser
+	case proto.DecisionUserNotAvailable:
+		ans.Result = proto.ResultDeniedNoClient
+	default:
+		return "", tandem.Invalid("decision must be approve_once, approve_session, reject or user_not_available, got %q", a.Decision)
+	}
+	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
+
+	b.mu.Lock()
+	r, err := b.claimLocked(ctx, ws, requestID, KindPermission)
+	if err != nil {
+		b.mu.Unlock()
+		return "", err
+	}
+	revive := [][2]string{}
+	if !b.resolveLocked(ctx, ws, r, ans) {
+		revive = append(revive, [2]string{r.SessionID, r.RunID})
+	}
+	if ans.Result == proto.ResultApprovedForSession {
+		kind := r.rec.Permission.Kind
+		if b.approvals[r.SessionID] == nil {
+			b.approvals[r.SessionID] = make(map[string]bool)
+		}
+		b.approvals[r.SessionID][kind] = true
+		// Requests of that kind already waiting in the session are answered too.
+		others, err := b.rowsLocked(ctx, ws.ID, func(o *row) bool {
+			return o.SessionID == r.SessionID && o.Kind == KindPermission && !o.rec.Resolved && o.rec.Permission.Kind == kind
+		})
+		if err != nil {
+			b.log.Error("list pending requests", "err", err)
+		}
+		for _, o := range others {
+			if !b.resolveLocked(ctx, ws, o, ans) {
+				revive = append(revive, [2]string{o.SessionID, o.RunID})
+			}
+		}
+	}
+	reviver := b.revive
+	b.mu.Unlock()
+	b.reviveAll(ws, reviver, revive)
+	return ans.Result, nil
+}
+
+// AnswerToolCall resolves a client tool call with a client's result or error.
+func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.ToolCallAnswer) error {
+	if err := checkClient(a.ClientID); err != nil {
+		return err
+	}
+	if (a.Result == nil) == (a.Error == nil) {
+		return tandem.Invalid("give exactly one of result and error")
+	}
+	ans := Answer{ResolvedBy: a.ClientID}
+	if a.Error != nil {
+		ans.Content, ans.IsError = *a.Error, true
+	} else {
+		ans.Content = *a.Result
+	}
+	b.mu.Lock()
+	r, err := b.claimLocked(ctx, ws, requestID, KindToolCall)
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	var revive [][2]string
+	if !b.resolveLocked(ctx, ws, r, ans) {
+		revive = append(revive, [2]string{r.SessionID, r.RunID})
+	}
+	reviver := b.revive
+	b.mu.Unlock()
+	b.reviveAll(ws, reviver, revive)
+	return nil
+}
+
+func (b *Broker) reviveAll(ws *workspace.Workspace, reviver Reviver, runs [][2]string) {
+	if reviver == nil {
+		return
+	}
+	for _, r := range runs {
+		reviver(ws, r[0], r[1])
+	}
+}
+
+func checkClient(id string) error {
+	if id == "" {
+		return tandem.Invalid("client_id is required")
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return tandem.Invalid("client_id must be a UUID, got %q", id)
+	}
+	return nil
+}
+
+// claimLocked finds an open request of the workspace that an answer may resolve.
+func (b *Broker) claimLocked(ctx context.Context, ws *workspace.Workspace, requestID, kind string) (*row, error) {
+	notFound := tandem.Errorf(proto.CodeRequestNotFound, "no pending %s %s", kindName(kind), requestID)
+	if _, err := uuid.Parse(requestID); err != nil {
+		return nil, notFound
+	}
+	p, err := b.store.GetPending(ctx, requestID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get pending %s: %w", requestID, err)
+	}
+	r, err := decode(p)
+	if err != nil {
+		return nil, err
+	}
+	if r.WorkspaceID != ws.ID || r.Kind != kind {
+		return nil, notFound
+	}
+	if r.rec.Resolved {
+		return nil, tandem.Errorf(proto.CodeAlreadyResolved, "%s %s was already resolved", kindName(kind), requestID)
+	}
+	if err := ws.CheckOpen(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func kindName(kind string) string {
+	if kind == KindToolCall {
+		return "tool call"
+	}
+	return "permission request"
+}
+
+// Pending lists the open requests of a workspace, or of one session when
+// sessionID is set, oldest first.
+func (b *Broker) Pending(ctx context.Context, wsID, sessionID string) (proto.PendingWork, error) {
+	out := proto.PendingWork{Permissions: []proto.PermissionRequest{}, ToolCalls: []proto.ToolCallRequest{}}
+	b.mu.Lock()
+	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool {
+		return !r.rec.Resolved && (sessionID == "" || r.SessionID == sessionID)
+	})
+	b.mu.Unlock()
+	if err != nil {
+		return out, err
+	}
+	for _, r := range rows {
+		if r.rec.Permission != nil {
+			out.Permissions = append(out.Permissions, *r.rec.Permission)
+		}
+		if r.rec.ToolCall != nil {
+			out.ToolCalls = append(out.ToolCalls, *r.rec.ToolCall)
+		}
+	}
+	return out, nil
+}
+
+// UnfinishedRuns returns the runs of the session that wait on requests whose
+// answers have not reached them: parked or suspended runs.
+func (b *Broker) UnfinishedRuns(ctx context.Context, wsID, sessionID string) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Applied })
+	if err != nil {
+		return nil, err
+	}
+	var runs []string
+	for _, r := range rows {
+		if !slices.Contains(runs, r.RunID) {
+			runs = append(runs, r.RunID)
+		}
+	}
+	return runs, nil
+}
+
+// Interrupt resolves every open request of a suspended run as interrupted
+// (permissions canceled, tool calls failed), so later answers get 409.
+func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.RunID == runID && !r.rec.Applied })
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if !r.rec.Resolved {
+			ans := Answer{Result: proto.ResultCanceled}
+			if r.Kind == KindToolCall {
+				ans = Answer{Content: "interrupted", IsError: true}
+			}
+			b.resolveLocked(ctx, ws, r, ans)
+		}
+		r.rec.Applied = true
+		b.saveLocked(ctx, r)
+	}
+	return nil
+}
+
+// CancelSession resolves the session's open requests as canceled; its
+// session is going away.
+func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, sessionID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.approvals, sessionID)
+	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Resolved })
+	if err != nil {
+		b.log.Error("list pending requests", "session_id", sessionID, "err", err)
+		return
+	}
+	for _, r := range rows {
+		b.resolveLocked(ctx, ws, r, canceledAnswer(r.Kind))
+	}
+}
+
+func (b *Broker) markApplied(ctx context.Context, requestID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, err := b.store.GetPending(ctx, requestID)
+	if err != nil {
+		b.log.Error("get pending request", "request_id", requestID, "err", err)
+		return
+	}
+	r, err := decode(p)
+	if err != nil {
+		b.log.Error("decode pending request", "request_id", requestID, "err", err)
+		return
+	}
+	r.rec.Applied = true
+	b.saveLocked(ctx, r)
+}
+
+func (b *Broker) find(ctx context.Context, wsID, runID, toolCallID, kind string) (*row, error) {
+	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool {
+		if r.RunID != runID || r.Kind != kind {
+			return false
+		}
+		if r.rec.Permission != nil {
+			return r.rec.Permission.ToolCallID == toolCallID
+		}
+		return r.rec.ToolCall != nil && r.rec.ToolCall.ToolCallID == toolCallID
+	})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[len(rows)-1], nil
+}
+
+func (b *Broker) rowsLocked(ctx context.Context, wsID string, keep func(*row) bool) ([]*row, error) {
+	ps, err := b.store.ListPending(ctx, wsID)
+	if err != nil {
+		return nil, fmt.Errorf("list pending of %s: %w", wsID, err)
+	}
+	var out []*row
+	for _, p := range ps {
+		r, err := decode(p)
+		if err != nil {
+			b.log.Error("decode pending request", "request_id", p.RequestID, "err", err)
+			continue
+		}
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (b *Broker) saveLocked(ctx context.Context, r *row) error {
+	data, err := json.Marshal(r.rec)
+	if err != nil {
+		return fmt.Errorf("encode pending %s: %w", r.RequestID, err)
+	}
+	r.Data = data
+	if err := b.store.PutPending(ctx, r.Pending); err != nil {
+		b.log.Error("persist pending request", "request_id", r.RequestID, "err", err)
+		return fmt.Errorf("persist pending %s: %w", r.RequestID, err)
+	}
+	return nil
+}
+
+func decode(p store.Pending) (*row, error) {
+	r := &row{Pending: p}
+	if err := json.Unmarshal(p.Data, &r.rec); err != nil {
+		return nil, fmt.Errorf("decode pending %s: %w", p.RequestID, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,143 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// DefaultTitle is the title of a session until its first prompt names it.
+const DefaultTitle = "New session"
+
+// SetModel switches the session's model (and reasoning effort, when given);
+// the next model request uses them.
+func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req proto.SetModelRequest) (proto.Session, error) {
+	if strings.TrimSpace(req.Model) == "" {
+		return proto.Session{}, tandem.Invalid("model is required")
+	}
+	if s.cfg.ValidateModel != nil {
+		if err := s.cfg.ValidateModel(req.Model); err != nil {
+			return proto.Session{}, tandem.Invalid("model %q: %v", req.Model, err)
+		}
+	}
+	if req.ReasoningEffort != nil {
+		if err := ValidReasoningEffort(*req.ReasoningEffort); err != nil {
+			return proto.Session{}, err
+		}
+	}
+	var previous string
+	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
+		previous = rec.Model
+		rec.Model = req.Model
+		if req.ReasoningEffort != nil {
+			rec.ReasoningEffort = *req.ReasoningEffort
+		}
+	})
+	if err != nil {
+		return proto.Session{}, err
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionModelChanged, SessionID: rec.ID, Data: proto.SessionModelChanged{
+		Model: rec.Model, PreviousModel: previous, ReasoningEffort: rec.ReasoningEffort,
+	}}); err != nil {
+		return proto.Session{}, err
+	}
+	return s.view(ws, rec), nil
+}
+
+// NameFromPrompt gives an untitled session a title made from its first
+// prompt, so lists are readable without an extra model call.
+func (s *Service) NameFromPrompt(ctx context.Context, wsID, sessionID, prompt string) error {
+	title := titleFrom(prompt)
+	if title == "" {
+		return nil
+	}
+	named := false
+	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
+		if rec.Title == DefaultTitle {
+			rec.Title, named = title, true
+		}
+	})
+	if err != nil || !named {
+		return err
+	}
+	_, err = ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionUpdated, SessionID: rec.ID, Data: s.view(ws, rec)})
+	return err
+}
+
+// titleFrom takes the prompt's first line, cut at a word boundary.
+func titleFrom(prompt string) string {
+	const maxTitle = 60
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	line = strings.Join(strings.Fields(line), " ")
+	if utf8.RuneCountInString(line) <= maxTitle {
+		return line
+	}
+	runes := []rune(line)[:maxTitle]
+	cut := string(runes)
+	if i := strings.LastIndexByte(cut, ' '); i > maxTitle/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimSpace(cut) + "…"
+}
+
+// update applies change to the stored session under the service's write
+// lock, so concurrent updates (a model switch, a title) never undo each other.
+func (s *Service) update(ctx context.Context, wsID, sessionID string, change func(*store.Session)) (*workspace.Workspace, store.Session, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	change(&rec)
+	rec.UpdatedAt = time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.cfg.Store.UpdateSession(ctx, rec); err != nil {
+		return nil, store.Session{}, fmt.Errorf("update session %s: %w", rec.ID, err)
+	}
+	return ws, rec, nil
+}
+
+// SetProvider replaces the session's provider settings; the API key stays in
+// memory, the rest is stored.
+func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *proto.Provider) error {
+	if err := validProvider(p); err != nil {
+		return err
+	}
+	stored := *p
+	stored.APIKey = ""
+	var encodeErr error
+	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
+		var settings Settings
+		if len(rec.Config) > 0 {
+			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
+				return // keep the stored settings rather than lose them
+			}
+		}
+		settings.Provider = &stored
+		if conf, err := json.Marshal(settings); err != nil {
+			encodeErr = err
+		} else {
+			rec.Config = conf
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if encodeErr != nil {
+		return fmt.Errorf("update provider of %s: %w", sessionID, encodeErr)
+	}
+	s.mu.Lock()
+	if p.APIKey != "" {
+		s.keys[rec.ID] = p.APIKey
+	}
+	s.mu.Unlock()
+	return nil
+}
