@@ -23,6 +23,19 @@
 //	})
 //	fmt.Println("\n" + done.Outcome)
 //
+// While a run goes on the agent may wait on the clients: a permission.requested
+// event (decode it as proto.PermissionRequest) is answered with
+// AnswerPermission, a tool.requested event (proto.ToolCallRequest) for a tool
+// a client offered in CreateSession or Resume is answered with AnswerToolCall
+// and ToolResult or ToolError. Any client may answer and the first answer
+// wins. Pending and ListPermissions list what still waits, for a client that
+// attaches late; Resume attaches a client to an existing session and says
+// what waits on it.
+//
+// The request and answer bodies are package proto's types. Wherever the
+// contract takes a client_id and the caller leaves it empty, the SDK sends
+// the client's own (ClientID).
+//
 // Errors the server answers come back as *APIError; test them with IsCode
 // rather than by status, because several conditions share a status (a 409 may
 // be already_exists or workspace_not_open) and the code is what a caller acts on.

@@ -116,13 +116,18 @@ func (c *Client) SessionEvents(ctx context.Context, workspaceID, sessionID strin
 	return out.Events, err
 }
 
-// Resume attaches this client to an existing session and returns it with its
-// pending requests. An empty req.ClientID is filled with the client's own.
-func (c *Client) Resume(ctx context.Context, workspaceID, sessionID string, req ResumeRequest) (ResumeResponse, error) {
+// Resume attaches this client to an existing session (registering the tools
+// of req.Tools as this client's) and returns it with its pending requests.
+// With req.ContinuePendingWork, work suspended while nobody was attached is
+// revived and its requests announced again; without it, that work is
+// interrupted. Work of a session that is still active is left alone either
+// way; the session.resumed event says which case it was. An empty
+// req.ClientID is filled with the client's own.
+func (c *Client) Resume(ctx context.Context, workspaceID, sessionID string, req proto.ResumeRequest) (proto.ResumeResponse, error) {
 	if req.ClientID == "" {
 		req.ClientID = c.clientID
 	}
-	var out ResumeResponse
+	var out proto.ResumeResponse
 	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "sessions", sessionID, "resume"),
 		in: req, out: &out, auth: true})
 	return out, err
@@ -137,8 +142,10 @@ func (c *Client) Log(ctx context.Context, workspaceID, sessionID string, req pro
 	return out.Seq, err
 }
 
-// SetModel switches a session's model for its next runs.
-func (c *Client) SetModel(ctx context.Context, workspaceID, sessionID string, req SetModelRequest) (proto.Session, error) {
+// SetModel switches a session's model (a PROVIDER/MODEL string) for its next
+// runs and returns the session; every client sees session.model_changed. A
+// nil req.ReasoningEffort keeps the session's current effort (see Effort).
+func (c *Client) SetModel(ctx context.Context, workspaceID, sessionID string, req proto.SetModelRequest) (proto.Session, error) {
 	var out proto.Session
 	_, err := c.do(ctx, call{method: http.MethodPut, path: path("workspaces", workspaceID, "sessions", sessionID, "model"),
 		in: req, out: &out, auth: true})
@@ -146,8 +153,8 @@ func (c *Client) SetModel(ctx context.Context, workspaceID, sessionID string, re
 }
 
 // Pending returns the permission and tool-call requests a session's runs wait on.
-func (c *Client) Pending(ctx context.Context, workspaceID, sessionID string) (PendingWork, error) {
-	var out PendingWork
+func (c *Client) Pending(ctx context.Context, workspaceID, sessionID string) (proto.PendingWork, error) {
+	var out proto.PendingWork
 	_, err := c.do(ctx, call{method: http.MethodGet, path: path("workspaces", workspaceID, "sessions", sessionID, "pending"), out: &out, auth: true})
 	return out, err
 }
@@ -183,34 +190,36 @@ func (c *Client) AgentStatus(ctx context.Context, workspaceID, sessionID string)
 
 // ListPermissions lists the workspace's pending permission requests, across
 // its sessions.
-func (c *Client) ListPermissions(ctx context.Context, workspaceID string) ([]PermissionRequest, error) {
-	var out PermissionList
+func (c *Client) ListPermissions(ctx context.Context, workspaceID string) ([]proto.PermissionRequest, error) {
+	var out proto.PermissionList
 	_, err := c.do(ctx, call{method: http.MethodGet, path: path("workspaces", workspaceID, "permissions"), out: &out, auth: true})
 	return out.Permissions, err
 }
 
-// AnswerPermission decides a permission request. The first answer of any
-// client wins; a later one fails with already_resolved. An empty
-// d.ClientID is filled with the client's own.
-func (c *Client) AnswerPermission(ctx context.Context, workspaceID, requestID string, d PermissionDecision) (PermissionResolution, error) {
-	if d.ClientID == "" {
-		d.ClientID = c.clientID
-	}
-	var out PermissionResolution
-	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "permissions", requestID),
-		in: d, out: &out, auth: true})
-	return out, err
-}
-
-// AnswerToolCall gives the result of a client tool call (build a with
-// ToolResult or ToolError). The first answer of any client wins; a later one
-// fails with already_resolved. An empty a.ClientID is filled with the
-// client's own.
-func (c *Client) AnswerToolCall(ctx context.Context, workspaceID, requestID string, a ToolCallAnswer) (ToolCallResolution, error) {
+// AnswerPermission decides a permission request announced as
+// permission.requested, with one of the proto.Decision* values; the answer
+// carries the result (proto.Result*). The first answer of any client wins; a
+// later one fails with already_resolved. An empty a.ClientID is filled with
+// the client's own.
+func (c *Client) AnswerPermission(ctx context.Context, workspaceID, requestID string, a proto.PermissionAnswer) (proto.PermissionAnswered, error) {
 	if a.ClientID == "" {
 		a.ClientID = c.clientID
 	}
-	var out ToolCallResolution
+	var out proto.PermissionAnswered
+	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "permissions", requestID),
+		in: a, out: &out, auth: true})
+	return out, err
+}
+
+// AnswerToolCall gives the result of a client tool call announced as
+// tool.requested (build a with ToolResult or ToolError). The first answer of
+// any client wins; a later one fails with already_resolved. An empty
+// a.ClientID is filled with the client's own.
+func (c *Client) AnswerToolCall(ctx context.Context, workspaceID, requestID string, a proto.ToolCallAnswer) (proto.ToolCallAnswered, error) {
+	if a.ClientID == "" {
+		a.ClientID = c.clientID
+	}
+	var out proto.ToolCallAnswered
 	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "tool-calls", requestID),
 		in: a, out: &out, auth: true})
 	return out, err

@@ -151,7 +151,7 @@ func TestSessionRoutes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, msgs)
 
-	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: LogWarning, Message: "careful"})
+	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: proto.LogLevelWarning, Message: "careful"})
 	require.NoError(t, err)
 	assert.Positive(t, seq)
 	_, err = e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: "loud", Message: "x"})
@@ -165,7 +165,7 @@ func TestSessionRoutes(t *testing.T) {
 	assert.Equal(t, seq, evs[1].Seq)
 	lg, err := DecodeData[proto.SessionLog](evs[1])
 	require.NoError(t, err)
-	assert.Equal(t, proto.SessionLog{Level: LogWarning, Message: "careful"}, lg)
+	assert.Equal(t, proto.SessionLog{Level: proto.LogLevelWarning, Message: "careful"}, lg)
 
 	after, err := e.c.SessionEvents(ctx, ws.ID, s.ID, evs[0].Seq, 0)
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestSessionRoutes(t *testing.T) {
 	assert.True(t, IsCode(err, proto.CodeSessionNotFound), "%v", err)
 	_, err = e.c.SessionEvents(ctx, ws.ID, s.ID, 0, 0)
 	assert.True(t, IsCode(err, proto.CodeSessionNotFound), "%v", err)
-	_, err = e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: LogInfo, Message: "x"})
+	_, err = e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: proto.LogLevelInfo, Message: "x"})
 	assert.True(t, IsCode(err, proto.CodeSessionNotFound), "%v", err)
 	err = e.c.DeleteSession(ctx, ws.ID, s.ID)
 	assert.True(t, IsCode(err, proto.CodeSessionNotFound), "%v", err)

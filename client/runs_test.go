@@ -240,7 +240,7 @@ func TestResumeFromLastEventID(t *testing.T) {
 	s := e.session(ws.ID)
 	var seqs []int64
 	for _, m := range []string{"one", "two", "three"} {
-		seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: LogInfo, Message: m})
+		seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: proto.LogLevelInfo, Message: m})
 		require.NoError(t, err)
 		seqs = append(seqs, seq)
 	}
@@ -258,7 +258,7 @@ func TestResumeFromLastEventID(t *testing.T) {
 	// LastSeq carries over to a later stream, which picks up after it.
 	later := stream.LastSeq()
 	require.NoError(t, stream.Close())
-	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: LogInfo, Message: "four"})
+	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: proto.LogLevelInfo, Message: "four"})
 	require.NoError(t, err)
 	again := openStream(t, e.c, ws.ID, EventsOptions{SessionID: s.ID, LastEventID: later})
 	ev, _ := until(t, again, proto.EventSessionLog)
@@ -282,7 +282,7 @@ func TestResetIsSurfacedAndTheStreamGoesOnLive(t *testing.T) {
 	assert.Equal(t, r.HeadSeq, stream.LastSeq(), "the reset moves the stream's position back")
 
 	// Live events, below the old position, still arrive.
-	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: LogInfo, Message: "after reset"})
+	seq, err := e.c.Log(ctx, ws.ID, s.ID, proto.LogRequest{Level: proto.LogLevelInfo, Message: "after reset"})
 	require.NoError(t, err)
 	ev, _ := until(t, stream, proto.EventSessionLog)
 	assert.Equal(t, seq, ev.Seq)
