@@ -294,7 +294,8 @@ func TestStalledClientIsEvictedWithoutDelayingOthers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = h.collect(proto.EventSessionLog, n)
+			// 13 MB through each healthy stream: give a loaded CI machine time.
+			results[i], errs[i] = h.collectWithin(proto.EventSessionLog, n, 6*wait)
 		}()
 	}
 	var sent []int64
@@ -383,4 +384,30 @@ func TestShutdownTellsStreams(t *testing.T) {
 	}
 	require.NotNil(t, closing, "streams are told the workspace is closing")
 	assert.Equal(t, "shutdown", closing.Reason)
+}
+
+// collectWithin gathers the seqs of n frames of type typ within d. It reports
+// failure by error so it can run on a goroutine other than the test's.
+func (s *stream) collectWithin(typ string, n int, d time.Duration) ([]int64, error) {
+	var seqs []int64
+	deadline := time.After(d)
+	for len(seqs) < n {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				return seqs, fmt.Errorf("stream of %s ended after %d %s", s.ClientID, len(seqs), typ)
+			}
+			if f.Event != typ {
+				continue
+			}
+			var ev proto.Event
+			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
+				return seqs, err
+			}
+			seqs = append(seqs, ev.Seq)
+		case <-deadline:
+			return seqs, fmt.Errorf("stream of %s: %d of %d %s within %v", s.ClientID, len(seqs), n, typ, d)
+		}
+	}
+	return seqs, nil
 }

@@ -495,8 +495,12 @@ func (x *execution) save(m *proto.Message, typ string) {
 		x.log.Error("persist message", "message_id", m.ID, "err", err)
 		return
 	}
-	if err := x.r.Store.TouchSession(ctx, m.SessionID, m.UpdatedAt.Time); err != nil {
-		x.log.Warn("touch session", "err", err)
+	// The session moves up the list when a prompt arrives and when the run
+	// ends; touching it on every intermediate write would double the writes.
+	if m.Role == proto.RoleUser || endsRun(m) {
+		if err := x.r.Store.TouchSession(ctx, m.SessionID, m.UpdatedAt.Time); err != nil {
+			x.log.Warn("touch session", "err", err)
+		}
 	}
 	x.emit(typ, m, false)
 }
@@ -507,6 +511,12 @@ func (x *execution) emit(typ string, data any, ephemeral bool) {
 	}); err != nil {
 		x.log.Error("emit event", "type", typ, "err", err)
 	}
+}
+
+// endsRun reports whether m is a run's last assistant message.
+func endsRun(m *proto.Message) bool {
+	n := len(m.Parts)
+	return m.Role == proto.RoleAssistant && n > 0 && m.Parts[n-1].Type == proto.PartFinish && m.Parts[n-1].Reason != proto.FinishToolUse
 }
 
 // modelError maps a provider failure to run.completed's error.

@@ -152,8 +152,10 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if req.ClientID != "" {
 		c.cfg.Sessions.Join(sess.ID, req.ClientID)
 	}
-	if err := c.cfg.Sessions.NameFromPrompt(ctx, ws.ID, sess.ID, req.Prompt); err != nil {
-		c.log.Warn("name session", "session_id", sess.ID, "err", err)
+	if sess.Title == session.DefaultTitle {
+		if err := c.cfg.Sessions.NameFromPrompt(ctx, ws.ID, sess.ID, req.Prompt); err != nil {
+			c.log.Warn("name session", "session_id", sess.ID, "err", err)
+		}
 	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -23,13 +24,17 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 	if err := tandem.CheckUUID("client_id", req.ClientID); err != nil {
 		return proto.ResumeResponse{}, err
 	}
+	if err := session.ValidProvider(req.Provider); err != nil {
+		return proto.ResumeResponse{}, err
+	}
+	// Tools first: a tool conflict refuses the resume before anything changed.
+	if err := c.cfg.Tools.Register(ws.ID, sess.ID, req.ClientID, req.Tools); err != nil {
+		return proto.ResumeResponse{}, err
+	}
 	if req.Provider != nil {
 		if err := c.cfg.Sessions.SetProvider(ctx, ws.ID, sess.ID, req.Provider); err != nil {
 			return proto.ResumeResponse{}, err
 		}
-	}
-	if err := c.cfg.Tools.Register(ws.ID, sess.ID, req.ClientID, req.Tools); err != nil {
-		return proto.ResumeResponse{}, err
 	}
 	active := c.inMemory(sess.ID) || c.cfg.Sessions.OtherClientAttached(ws, sess.ID, req.ClientID)
 	c.cfg.Sessions.Join(sess.ID, req.ClientID)

@@ -238,7 +238,7 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 	if req.PermissionMode != "" && !slices.Contains(permissionModes, req.PermissionMode) {
 		return tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), req.PermissionMode)
 	}
-	if err := validProvider(req.Provider); err != nil {
+	if err := ValidProvider(req.Provider); err != nil {
 		return err
 	}
 	if err := prompt.Validate(req.SystemMessage); err != nil {
@@ -250,7 +250,8 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 	return nil
 }
 
-func validProvider(p *proto.Provider) error {
+// ValidProvider checks a session provider override; nil is valid.
+func ValidProvider(p *proto.Provider) error {
 	if p != nil && !slices.Contains(providerTypes, p.Type) {
 		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), p.Type)
 	}
@@ -296,6 +297,12 @@ func (s *Service) APIKey(sessionID string) string {
 // view turns a stored session into its API form with run-time fields.
 func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session {
 	busy, queued := s.rt().State(ws.ID, rec.ID)
+	if !busy && queued > 0 {
+		// The head of the queue of an idle session is a run whose 202 said
+		// "running": the worker has not picked it up yet, but it starts next
+		// whatever happens, so the session is busy with it from the accept on.
+		busy, queued = true, queued-1
+	}
 	s.mu.Lock()
 	attached := 0
 	for id := range s.members[rec.ID] {

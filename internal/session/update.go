@@ -29,6 +29,11 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 		}
 	}
 	if req.ReasoningEffort != nil {
+		// An explicit empty effort is a mistake, not a reset: omit the field
+		// to keep the current one.
+		if *req.ReasoningEffort == "" {
+			return proto.Session{}, tandem.Invalid("reasoning_effort must be one of %s, got \"\"", strings.Join(reasoningEfforts, ", "))
+		}
 		if err := ValidReasoningEffort(*req.ReasoningEffort); err != nil {
 			return proto.Session{}, err
 		}
@@ -108,7 +113,7 @@ func (s *Service) update(ctx context.Context, wsID, sessionID string, change fun
 // SetProvider replaces the session's provider settings; the API key stays in
 // memory, the rest is stored.
 func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *proto.Provider) error {
-	if err := validProvider(p); err != nil {
+	if err := ValidProvider(p); err != nil {
 		return err
 	}
 	stored := *p

@@ -39,6 +39,8 @@ var _ store.Store = (*DB)(nil)
 type DB struct {
 	writer *sql.DB // exactly one connection: all writes are serialized here
 	reader *sql.DB // read-only pool
+	batch  *batcher
+	reads  *stmtCache
 }
 
 // basePragmas are applied to every connection of both pools through the DSN,
@@ -105,7 +107,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		writer.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &DB{writer: writer, reader: reader}, nil
+	return &DB{writer: writer, reader: reader, batch: newBatcher(writer), reads: &stmtCache{db: reader}}, nil
 }
 
 // dsn builds a file: URI so that any character in path ('?', '#', '%') is
@@ -131,6 +133,9 @@ func dsn(absPath string, readOnly bool) string {
 // Close closes the reader pool, then the writer. Closing the last connection
 // checkpoints the WAL into the main file.
 func (db *DB) Close() error {
+	db.batch.close()
+	db.batch.stmts.close()
+	db.reads.close()
 	return errors.Join(db.reader.Close(), db.writer.Close())
 }
 

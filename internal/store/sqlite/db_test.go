@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -762,4 +763,24 @@ func TestTouchSessionOnlyMovesForward(t *testing.T) {
 	require.Equal(t, at(3*time.Minute), got.UpdatedAt, "never lowered")
 
 	require.ErrorIs(t, db.TouchSession(ctx, "missing", at(0)), store.ErrNotFound)
+}
+
+// BenchmarkAppendEventParallel shows the group commit at work: many writers
+// share commits instead of queueing for one each.
+func BenchmarkAppendEventParallel(b *testing.B) {
+	db, _ := openTest(b)
+	ctx := context.Background()
+	mustWorkspace(b, db, "w")
+	var seq atomic.Int64
+	env := bytes.Repeat([]byte("x"), 256)
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := db.AppendEvent(ctx, store.Event{Seq: seq.Add(1), WorkspaceID: "w", Type: "t", Envelope: env}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

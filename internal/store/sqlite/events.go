@@ -25,7 +25,7 @@ func (db *DB) AppendEvent(ctx context.Context, e store.Event) error {
 	if env == nil {
 		env = []byte{} // the driver binds a nil slice as NULL
 	}
-	_, err := db.writer.ExecContext(ctx,
+	_, err := db.batch.exec(ctx,
 		`INSERT INTO events (`+eventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env)
 	if err != nil {
@@ -43,7 +43,7 @@ func (db *DB) WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq,
 	if upToSeq <= 0 {
 		upToSeq = math.MaxInt64
 	}
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := db.query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE workspace_id = ? AND seq > ? AND seq <= ?
 		ORDER BY seq LIMIT ?`, workspaceID, afterSeq, upToSeq, noLimit(limit))
 	if err != nil {
@@ -58,7 +58,7 @@ func (db *DB) WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq,
 
 // SessionEvents implements store.Store.
 func (db *DB) SessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := db.query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE session_id = ? AND seq > ? AND in_history = 1
 		ORDER BY seq LIMIT ?`, sessionID, afterSeq, noLimit(limit))
 	if err != nil {
@@ -74,7 +74,7 @@ func (db *DB) SessionEvents(ctx context.Context, sessionID string, afterSeq int6
 // MaxSeq implements store.Store.
 func (db *DB) MaxSeq(ctx context.Context, workspaceID string) (int64, error) {
 	var seq int64
-	if err := db.reader.QueryRowContext(ctx,
+	if err := db.queryRow(ctx,
 		`SELECT COALESCE(MAX(seq), 0) FROM events WHERE workspace_id = ?`, workspaceID).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("max seq %s: %w", workspaceID, err)
 	}

@@ -16,7 +16,7 @@ func (db *DB) PutMessage(ctx context.Context, m proto.Message) error {
 	if err != nil {
 		return fmt.Errorf("put message %s: %w", m.ID, err)
 	}
-	if _, err := db.writer.ExecContext(ctx, `
+	if _, err := db.batch.exec(ctx, `
 		INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data`,
 		m.ID, m.SessionID, string(data)); err != nil {
@@ -27,7 +27,7 @@ func (db *DB) PutMessage(ctx context.Context, m proto.Message) error {
 
 // ListMessages implements store.Store.
 func (db *DB) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
-	rows, err := db.reader.QueryContext(ctx,
+	rows, err := db.query(ctx,
 		`SELECT data FROM messages WHERE session_id = ? ORDER BY ord`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list messages %s: %w", sessionID, err)

@@ -33,7 +33,7 @@ func scanPending(s scanner) (store.Pending, error) {
 // The row is updated in place, keeping its rowid and thus its list position
 // among requests created at the same instant.
 func (db *DB) PutPending(ctx context.Context, p store.Pending) error {
-	if _, err := db.writer.ExecContext(ctx, `
+	if _, err := db.batch.exec(ctx, `
 		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (request_id) DO UPDATE SET
 			workspace_id = excluded.workspace_id, session_id = excluded.session_id,
@@ -60,7 +60,7 @@ func (db *DB) DeletePending(ctx context.Context, requestID string) error {
 
 // GetPending implements store.Store.
 func (db *DB) GetPending(ctx context.Context, requestID string) (store.Pending, error) {
-	p, err := scanPending(db.reader.QueryRowContext(ctx,
+	p, err := scanPending(db.queryRow(ctx,
 		`SELECT `+pendingCols+` FROM pending WHERE request_id = ?`, requestID))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
@@ -74,7 +74,7 @@ func (db *DB) GetPending(ctx context.Context, requestID string) (store.Pending, 
 // ListPending implements store.Store. Equal creation times fall back to
 // insertion order (rowid).
 func (db *DB) ListPending(ctx context.Context, workspaceID string) ([]store.Pending, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+pendingCols+` FROM pending
+	rows, err := db.query(ctx, `SELECT `+pendingCols+` FROM pending
 		WHERE workspace_id = ? ORDER BY created_at, rowid`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending %s: %w", workspaceID, err)

@@ -58,7 +58,7 @@ func (db *DB) CreateSession(ctx context.Context, s store.Session) error {
 // GetSession implements store.Store. A session of another workspace is
 // reported as not found, so one workspace cannot reach into another.
 func (db *DB) GetSession(ctx context.Context, workspaceID, id string) (store.Session, error) {
-	s, err := scanSession(db.reader.QueryRowContext(ctx,
+	s, err := scanSession(db.queryRow(ctx,
 		`SELECT `+sessionCols+` FROM sessions s WHERE s.workspace_id = ? AND s.id = ?`, workspaceID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
@@ -72,7 +72,7 @@ func (db *DB) GetSession(ctx context.Context, workspaceID, id string) (store.Ses
 // ListSessions implements store.Store. Ties on updated_at are broken by
 // created_at (newest first), then id, so the order is total and stable.
 func (db *DB) ListSessions(ctx context.Context, workspaceID string) ([]store.Session, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions s
+	rows, err := db.query(ctx, `SELECT `+sessionCols+` FROM sessions s
 		WHERE s.workspace_id = ?
 		ORDER BY s.updated_at DESC, s.created_at DESC, s.id`, workspaceID)
 	if err != nil {
@@ -134,7 +134,7 @@ func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
 
 // TouchSession implements store.Store.
 func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
-	res, err := db.writer.ExecContext(ctx,
+	res, err := db.batch.exec(ctx,
 		`UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`, toMicros(at), id)
 	if err != nil {
 		return fmt.Errorf("touch session %s: %w", id, err)

@@ -58,7 +58,7 @@ func (db *DB) EnsureWorkspace(ctx context.Context, w store.Workspace) (store.Wor
 
 // GetWorkspace implements store.Store.
 func (db *DB) GetWorkspace(ctx context.Context, id string) (store.Workspace, error) {
-	w, err := scanWorkspace(db.reader.QueryRowContext(ctx,
+	w, err := scanWorkspace(db.queryRow(ctx,
 		`SELECT `+workspaceCols+` FROM workspaces WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
@@ -72,7 +72,7 @@ func (db *DB) GetWorkspace(ctx context.Context, id string) (store.Workspace, err
 // ListWorkspaces implements store.Store. Equal creation times fall back to
 // insertion order (rowid).
 func (db *DB) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
-	rows, err := db.reader.QueryContext(ctx,
+	rows, err := db.query(ctx,
 		`SELECT `+workspaceCols+` FROM workspaces ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("list workspaces: %w", err)
@@ -88,7 +88,7 @@ func (db *DB) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 // not exist. SQLite counts a matched row as changed even when MAX leaves the
 // value as it was, so the not-found check stays exact.
 func (db *DB) ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error {
-	res, err := db.writer.ExecContext(ctx,
+	res, err := db.batch.exec(ctx,
 		`UPDATE workspaces SET seq_reserved = MAX(seq_reserved, ?) WHERE id = ?`, upTo, workspaceID)
 	if err == nil {
 		err = rowsAffected(res)
