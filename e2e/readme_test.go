@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/server"
+)
+
+// walkthrough returns the shell commands of the README's curl walkthrough.
+func walkthrough(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(raw), "<!-- walkthrough:start -->")
+	require.True(t, ok, "README has a walkthrough start marker")
+	block, _, ok := strings.Cut(rest, "<!-- walkthrough:end -->")
+	require.True(t, ok, "README has a walkthrough end marker")
+	block = strings.TrimSpace(block)
+	block = strings.TrimPrefix(block, "```sh")
+	block = strings.TrimSuffix(block, "```")
+	return block
+}
+
+// The README's walkthrough runs, as written, against a live server whose
+// data dir is the default one under a fresh HOME.
+func TestReadmeWalkthrough(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed to run the README walkthrough; .ci/run installs it", tool)
+			}
+			t.Skipf("%s is not installed; CI runs this test", tool)
+		}
+	}
+	home := t.TempDir()
+	dataDir := filepath.Join(home, ".local", "share", "tandem")
+	token, _, err := server.LoadOrCreateToken(dataDir)
+	require.NoError(t, err)
+	srv, err := server.New(context.Background(), server.Config{DataDir: dataDir, Token: token})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(ctx))
+		assert.NoError(t, <-served)
+		http.DefaultClient.CloseIdleConnections()
+	}()
+
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", walkthrough(t))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+home, "TANDEM_URL=http://"+ln.Addr().String())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "walkthrough failed:\n%s", out)
+
+	text := string(out)
+	assert.Contains(t, text, `"status":"ok"`)
+	assert.Contains(t, text, `"state":"running"`, "the prompt's 202")
+	assert.Contains(t, text, `echo: hello tandem`, "the answer is in the history")
+	assert.Contains(t, text, `"canceled_runs":[`, "the cancel")
+	assert.Contains(t, text, `"result":"approved"`, "the approval")
+	assert.Contains(t, text, "event: ", "the resumed stream replays events")
+	got, err := os.ReadFile(filepath.Join(work, "hello.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hi", string(got))
+	events, err := os.ReadFile(filepath.Join(work, "events.log"))
+	require.NoError(t, err)
+	for _, typ := range []string{"stream.opened", "run.accepted", "message.delta", "run.completed", "permission.requested", "permission.resolved"} {
+		assert.Contains(t, string(events), "event: "+typ)
+	}
+	assert.Contains(t, string(events), `"outcome":"canceled"`)
+}
