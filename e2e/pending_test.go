@@ -47,36 +47,29 @@ func (e *env) resume(wsID, sid string, req proto.ResumeRequest) proto.ResumeResp
 	return out
 }
 
-func (s *stream) permissionRequested() proto.PermissionRequest {
+// dataOf waits for the next event of type typ and decodes its data.
+func dataOf[T any](s *stream, typ string) T {
 	s.t.Helper()
-	f, _ := s.until(proto.EventPermissionRequested)
-	var pr proto.PermissionRequest
-	require.NoError(s.t, json.Unmarshal(f.envelope(s.t).Data, &pr))
-	return pr
+	f, _ := s.until(typ)
+	var v T
+	require.NoError(s.t, json.Unmarshal(f.envelope(s.t).Data, &v))
+	return v
+}
+
+func (s *stream) permissionRequested() proto.PermissionRequest {
+	return dataOf[proto.PermissionRequest](s, proto.EventPermissionRequested)
 }
 
 func (s *stream) toolRequested() proto.ToolCallRequest {
-	s.t.Helper()
-	f, _ := s.until(proto.EventToolRequested)
-	var tr proto.ToolCallRequest
-	require.NoError(s.t, json.Unmarshal(f.envelope(s.t).Data, &tr))
-	return tr
+	return dataOf[proto.ToolCallRequest](s, proto.EventToolRequested)
 }
 
 func (s *stream) permissionResolved() proto.PermissionResolved {
-	s.t.Helper()
-	f, _ := s.until(proto.EventPermissionResolved)
-	var pr proto.PermissionResolved
-	require.NoError(s.t, json.Unmarshal(f.envelope(s.t).Data, &pr))
-	return pr
+	return dataOf[proto.PermissionResolved](s, proto.EventPermissionResolved)
 }
 
 func (s *stream) resumed() proto.SessionResumed {
-	s.t.Helper()
-	f, _ := s.until(proto.EventSessionResumed)
-	var sr proto.SessionResumed
-	require.NoError(s.t, json.Unmarshal(f.envelope(s.t).Data, &sr))
-	return sr
+	return dataOf[proto.SessionResumed](s, proto.EventSessionResumed)
 }
 
 func TestPermissionSeenByAllFirstAnswerWins(t *testing.T) {

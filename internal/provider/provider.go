@@ -14,8 +14,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 // Provider types, as used in Config.Type and as the prefix of a model string.
@@ -218,4 +220,20 @@ func NormalizeArguments(raw string) json.RawMessage {
 	}
 	wrapped, _ := json.Marshal(map[string]string{"_raw": raw})
 	return wrapped
+}
+
+// responseHeaderTimeout bounds the wait for a server that accepted the
+// connection but never answers; a streaming server sends its headers at once.
+const responseHeaderTimeout = 5 * time.Minute
+
+// DefaultHTTPClient is the HTTP client providers use unless given one: the
+// default transport with a bound on the wait for response headers.
+func DefaultHTTPClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	t = t.Clone()
+	t.ResponseHeaderTimeout = responseHeaderTimeout
+	return &http.Client{Transport: t}
 }

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -33,9 +32,6 @@ const (
 	// DefaultMaxTokens is used when the request leaves MaxTokens at 0: the
 	// Messages API requires a value.
 	DefaultMaxTokens = 8192
-	// responseHeaderTimeout bounds the wait for a server that accepted the
-	// connection but never answers; a streaming server sends its headers at once.
-	responseHeaderTimeout = 5 * time.Minute
 )
 
 // Option tunes a Provider.
@@ -66,7 +62,7 @@ func New(cfg provider.Config, opts ...Option) (*Provider, error) {
 		o(p)
 	}
 	if p.httpClient == nil {
-		p.httpClient = defaultHTTPClient()
+		p.httpClient = provider.DefaultHTTPClient()
 	}
 	base := strings.TrimSpace(cfg.BaseURL)
 	if base == "" {
@@ -88,16 +84,6 @@ func New(cfg provider.Config, opts ...Option) (*Provider, error) {
 	}
 	p.messages = sdk.NewMessageService(clientOpts...)
 	return p, nil
-}
-
-func defaultHTTPClient() *http.Client {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Client{}
-	}
-	t = t.Clone()
-	t.ResponseHeaderTimeout = responseHeaderTimeout
-	return &http.Client{Transport: t}
 }
 
 // Stream implements provider.Provider.

@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -26,10 +25,6 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/provider"
 )
-
-// responseHeaderTimeout bounds the wait for a server that accepted the
-// connection but never answers; a streaming server sends its headers at once.
-const responseHeaderTimeout = 5 * time.Minute
 
 // Option tunes a Provider.
 type Option func(*Provider)
@@ -72,7 +67,7 @@ func New(cfg provider.Config, opts ...Option) (*Provider, error) {
 		o(p)
 	}
 	if p.httpClient == nil {
-		p.httpClient = defaultHTTPClient()
+		p.httpClient = provider.DefaultHTTPClient()
 	}
 	if p.azure {
 		p.name = provider.TypeAzure
@@ -113,16 +108,6 @@ func New(cfg provider.Config, opts ...Option) (*Provider, error) {
 	}
 	p.chat = sdk.NewChatCompletionService(clientOpts...)
 	return p, nil
-}
-
-func defaultHTTPClient() *http.Client {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Client{}
-	}
-	t = t.Clone()
-	t.ResponseHeaderTimeout = responseHeaderTimeout
-	return &http.Client{Transport: t}
 }
 
 // Stream implements provider.Provider.
