@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -129,19 +130,25 @@ func blobAttachment(a proto.Attachment) (agent.Attachment, error) {
 	if len(data) > MaxBlobAttachment {
 		return agent.Attachment{}, fmt.Errorf("blob is %d bytes, over the %d byte limit", len(data), MaxBlobAttachment)
 	}
+	// Media types are case-insensitive and may carry parameters
+	// ("image/PNG", "text/plain; charset=utf-8"); the model gets the bare type.
+	mt, _, err := mime.ParseMediaType(a.MimeType)
+	if err != nil {
+		return agent.Attachment{}, fmt.Errorf("mime_type %q is not a media type", a.MimeType)
+	}
 	name := a.DisplayName
 	if name == "" {
 		name = "attachment"
 	}
-	part := proto.Part{Type: proto.PartAttachment, Kind: "blob", MimeType: a.MimeType, DisplayName: name, Size: int64(len(data))}
+	part := proto.Part{Type: proto.PartAttachment, Kind: "blob", MimeType: mt, DisplayName: name, Size: int64(len(data))}
 	switch {
-	case imageTypes[a.MimeType]:
-		return agent.Attachment{Part: part, Image: &provider.Image{MimeType: a.MimeType, Data: data}}, nil
-	case strings.HasPrefix(a.MimeType, "text/") || a.MimeType == "application/json":
+	case imageTypes[mt]:
+		return agent.Attachment{Part: part, Image: &provider.Image{MimeType: mt, Data: data}}, nil
+	case strings.HasPrefix(mt, "text/") || mt == "application/json":
 		if bytes.IndexByte(data, 0) >= 0 {
-			return agent.Attachment{}, fmt.Errorf("blob of type %s contains binary data", a.MimeType)
+			return agent.Attachment{}, fmt.Errorf("blob of type %s contains binary data", mt)
 		}
-		return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached %s (%s):\n```\n%s\n```", name, a.MimeType, strings.TrimSuffix(string(data), "\n"))}, nil
+		return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached %s (%s):\n```\n%s\n```", name, mt, strings.TrimSuffix(string(data), "\n"))}, nil
 	}
 	return agent.Attachment{}, fmt.Errorf("mime_type %q is not supported: send images (png, jpeg, gif, webp) or text", a.MimeType)
 }
