@@ -671,3 +671,34 @@ func TestClosingTheWorkspaceCancelsItsRuns(t *testing.T) {
 	rc, _ := s.completion(acc.RunID)
 	assert.Equal(t, proto.OutcomeCanceled, rc.Outcome)
 }
+
+// A model switch during a run applies to the run's next model request, and
+// the system prompt lists the tools that request offers.
+func TestModelSwitchAppliesToTheNextRequestOfARun(t *testing.T) {
+	fake := newFakeModel(t, "openai", func(n int, req map[string]any) step {
+		if n == 0 {
+			return step{toolCalls: []scriptedCall{{ID: "w1", Name: "write", Args: `{"path": "m.txt", "content": "x"}`}}}
+		}
+		return step{text: []string{"done"}}
+	})
+	e := startEnv(t)
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.openAISession(ws.ID, fake, map[string]any{"available_tools": []string{"write", "view"}})
+	acc := e.prompt(ws.ID, sess.ID, "write it")
+	pr := s.permissionRequested()
+	var switched proto.Session
+	e.must(http.StatusOK, "PUT", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/model", ws.ID, sess.ID),
+		map[string]any{"model": "openai/second-model", "reasoning_effort": "low"}, &switched)
+	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, s.ClientID, proto.DecisionApproveOnce, "")
+	require.Equal(t, http.StatusOK, status)
+	rc, _ := s.completion(acc.RunID)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, "gpt-test", reqs[0].Body["model"])
+	assert.Equal(t, "second-model", reqs[1].Body["model"])
+	assert.Equal(t, "low", reqs[1].Body["reasoning_effort"])
+	sys := reqs[0].Body["messages"].([]any)[0].(map[string]any)["content"].(string)
+	assert.Contains(t, sys, "Tools available now: view, write", "the environment section names the offered tools")
+}

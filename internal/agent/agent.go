@@ -74,8 +74,12 @@ type Run struct {
 	Model           string
 	ModelName       string
 	ReasoningEffort string
-	System          string
-	Provider        provider.Provider
+	// System builds the system prompt for a request offering these tools.
+	System   func(tools []string) string
+	Provider provider.Provider
+	// Refresh, when set, re-reads the session's settings into the run before
+	// each model step, so a model switch applies to the next request.
+	Refresh func(run *Run)
 
 	AvailableTools []string
 	ExcludedTools  []string
@@ -378,7 +382,18 @@ func (x *execution) request() (provider.Request, error) {
 	if err != nil {
 		return provider.Request{}, fmt.Errorf("read history: %w", err)
 	}
+	if x.run.Refresh != nil {
+		x.run.Refresh(x.run)
+	}
 	tools, notes := x.r.Tools.Offer(x.ctx, x.run)
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	var system string
+	if x.run.System != nil {
+		system = x.run.System(names)
+	}
 	history := x.history(msgs)
 	if len(notes) > 0 && len(history) > 0 {
 		// Notes ride on the newest message so the model reads them now.
@@ -390,7 +405,7 @@ func (x *execution) request() (provider.Request, error) {
 	return provider.Request{
 		Model:           x.run.ModelName,
 		ReasoningEffort: x.run.ReasoningEffort,
-		System:          x.run.System,
+		System:          system,
 		Messages:        history,
 		Tools:           tools,
 	}, nil

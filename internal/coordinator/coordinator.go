@@ -98,6 +98,17 @@ type run struct {
 	cancel context.CancelFunc
 }
 
+// current returns the active run and the ones waiting behind it. Between
+// runs the worker has not yet picked up the head of the queue; that run
+// starts next whatever happens (its 202 may have said "running"), so it
+// counts as active from its accept on. Callers hold sr.mu.
+func (sr *sessionRuns) current() (active *run, queued []*run) {
+	if sr.active != nil || len(sr.queue) == 0 {
+		return sr.active, sr.queue
+	}
+	return sr.queue[0], sr.queue[1:]
+}
+
 // hasLocked reports whether the run is active or queued.
 func (sr *sessionRuns) hasLocked(runID string) bool {
 	if sr.active != nil && sr.active.id == runID {
@@ -277,6 +288,11 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run) {
 		ar.Provider = failing{err}
 	} else {
 		c.configure(ar, sess)
+		ar.Refresh = func(ar *agent.Run) {
+			if sess, err := c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id); err == nil {
+				c.configure(ar, sess)
+			}
+		}
 	}
 	res := c.cfg.Runner.Execute(ctx, ar)
 	if !res.Suspended {
@@ -298,11 +314,14 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 	ar.AvailableTools = settings.AvailableTools
 	ar.ExcludedTools = settings.ExcludedTools
 	ar.PermissionMode = settings.PermissionMode
-	ar.System = prompt.Build(settings.SystemMessage, prompt.Env{
-		WorkspacePath: ar.Workspace.Path,
-		OS:            runtime.GOOS,
-		Date:          time.Now(),
-	})
+	ar.System = func(tools []string) string {
+		return prompt.Build(settings.SystemMessage, prompt.Env{
+			WorkspacePath: ar.Workspace.Path,
+			OS:            runtime.GOOS,
+			Date:          time.Now(),
+			Tools:         tools,
+		})
+	}
 	p, name, err := c.provider(sess, settings)
 	if err != nil {
 		ar.Provider = failing{err}
@@ -388,12 +407,12 @@ func (c *Coordinator) Status(ctx context.Context, wsID, sessionID string) (proto
 	}
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	if sr.active != nil {
+	active, queued := sr.current()
+	if active != nil {
 		st.Busy = true
-		id := sr.active.id
-		st.ActiveRunID = &id
+		st.ActiveRunID = &active.id
 	}
-	for _, r := range sr.queue {
+	for _, r := range queued {
 		st.Queued = append(st.Queued, proto.QueuedRun{RunID: r.id, Prompt: r.prompt})
 	}
 	return st, nil
@@ -407,7 +426,8 @@ func (c *Coordinator) State(_, sessionID string) (busy bool, queued int) {
 	}
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	return sr.active != nil, len(sr.queue)
+	active, waiting := sr.current()
+	return active != nil, len(waiting)
 }
 
 // Forget implements session.Runtime: it cancels the session's runs and waits

@@ -297,12 +297,6 @@ func (s *Service) APIKey(sessionID string) string {
 // view turns a stored session into its API form with run-time fields.
 func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session {
 	busy, queued := s.rt().State(ws.ID, rec.ID)
-	if !busy && queued > 0 {
-		// The head of the queue of an idle session is a run whose 202 said
-		// "running": the worker has not picked it up yet, but it starts next
-		// whatever happens, so the session is busy with it from the accept on.
-		busy, queued = true, queued-1
-	}
 	s.mu.Lock()
 	attached := 0
 	for id := range s.members[rec.ID] {
