@@ -1,5 +1,7 @@
-// Command tandem runs the Tandem server: several clients driving one AI coding
-// agent together over HTTP and Server-Sent Events.
+// Command tandem runs the Tandem server (several clients driving one AI coding
+// agent together over HTTP and Server-Sent Events) and is a client of it:
+// tandem run prompts the agent of the current directory, tandem attach
+// watches a workspace's events.
 package main
 
 import (
@@ -26,8 +28,14 @@ func main() {
 const usage = `usage: tandem <command> [flags]
 
 commands:
-  serve    run the server (tandem serve -h for flags)
-  version  print the version
+  run         send a prompt to the agent of the current directory and stream the answer
+  attach      print a workspace's live events
+  sessions    list the sessions of the current directory's workspace
+  workspaces  list the server's workspaces
+  serve       run the server
+  version     print the version
+
+tandem COMMAND -h shows a command's flags.
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -38,6 +46,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], getenv, stdout, stderr)
+	case "run":
+		return runCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "attach":
+		return attachCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "sessions":
+		return sessionsCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "workspaces":
+		return workspacesCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/tandem-dev/tandem/client"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// listTimeFormat is how the tables show times: local and to the second, what
+// a person scanning a list needs.
+const listTimeFormat = "2006-01-02 15:04:05"
+
+// sessionsCommand is tandem sessions: the sessions of the current
+// directory's workspace (or --workspace), most recently updated first.
+func sessionsCommand(args []string, env *cliEnv) int {
+	var o clientOptions
+	var wsID string
+	fs := newListFlags("sessions", "Lists the sessions of the current directory's workspace (or --workspace),\nmost recently updated first.", env)
+	o.register(fs, env.getenv, "print the API's JSON body instead of a table")
+	fs.StringVar(&wsID, "workspace", "", "workspace ID (default: the current directory's)")
+	if err := parseNoArgs(fs, args); err != nil {
+		return usageError(env, "sessions", err)
+	}
+	ctx := context.Background()
+	// A server is started in-process when none runs, as tandem run does, so
+	// the sessions those runs left can be listed the same way.
+	b, err := o.connect(ctx, env, true)
+	if err != nil {
+		return fail(env, "sessions", err)
+	}
+	defer b.Close()
+	if wsID == "" {
+		dir, err := currentDir(env)
+		if err != nil {
+			return fail(env, "sessions", err)
+		}
+		ws, ok, err := findWorkspace(ctx, b.c, dir)
+		if err != nil {
+			return fail(env, "sessions", err)
+		}
+		if !ok {
+			if !o.json {
+				fmt.Fprintf(env.stderr, "tandem: no workspace for %s yet (tandem run makes one)\n", dir)
+			}
+			return printSessions(env.stdout, o.json, nil)
+		}
+		wsID = ws.ID
+	}
+	list, err := b.c.ListSessions(ctx, wsID)
+	if client.IsNotFound(err) {
+		return fail(env, "sessions", fmt.Errorf("no workspace %s (see tandem workspaces)", wsID))
+	}
+	if err != nil {
+		return fail(env, "sessions", fmt.Errorf("list sessions: %w", explain(err)))
+	}
+	return printSessions(env.stdout, o.json, list)
+}
+
+func printSessions(w io.Writer, asJSON bool, list []proto.Session) int {
+	if list == nil {
+		list = []proto.Session{}
+	}
+	if asJSON {
+		return printJSON(w, proto.SessionList{Sessions: list})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTITLE\tUPDATED\tMESSAGES")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.ID, shorten(s.Title), s.UpdatedAt.Local().Format(listTimeFormat), s.MessageCount)
+	}
+	return flushTable(tw)
+}
+
+// workspacesCommand is tandem workspaces: every workspace the server knows.
+func workspacesCommand(args []string, env *cliEnv) int {
+	var o clientOptions
+	fs := newListFlags("workspaces", "Lists every workspace the server knows, open or closed.", env)
+	o.register(fs, env.getenv, "print the API's JSON body instead of a table")
+	if err := parseNoArgs(fs, args); err != nil {
+		return usageError(env, "workspaces", err)
+	}
+	ctx := context.Background()
+	b, err := o.connect(ctx, env, true)
+	if err != nil {
+		return fail(env, "workspaces", err)
+	}
+	defer b.Close()
+	list, err := b.c.ListWorkspaces(ctx)
+	if err != nil {
+		return fail(env, "workspaces", fmt.Errorf("list workspaces: %w", explain(err)))
+	}
+	if list == nil {
+		list = []proto.Workspace{}
+	}
+	if o.json {
+		return printJSON(env.stdout, proto.WorkspaceList{Workspaces: list})
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPATH\tOPEN\tCLIENTS")
+	for _, ws := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\n", ws.ID, ws.Path, ws.Open, ws.Clients)
+	}
+	return flushTable(tw)
+}
+
+func newListFlags(name, what string, env *cliEnv) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: tandem %s [flags]\n\n%s\n\nflags:\n", name, what)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	return nil
+}
+
+// printJSON writes v as the API would, indented for people who read it.
+func printJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return exitError
+	}
+	return exitOK
+}
+
+func flushTable(tw *tabwriter.Writer) int {
+	if err := tw.Flush(); err != nil {
+		return exitError
+	}
+	return exitOK
+}
