@@ -61,7 +61,7 @@ func startEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e := &env{t: t, cfg: cfg, workDir: t.TempDir(), client: &http.Client{}}
+	e := &env{t: t, cfg: cfg, workDir: t.TempDir(), client: &http.Client{Transport: newValidatingTransport(t)}}
 	e.boot()
 	t.Cleanup(e.stop)
 	return e

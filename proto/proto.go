@@ -108,7 +108,7 @@ type Session struct {
 	WorkspaceID     string         `json:"workspace_id"`
 	Title           string         `json:"title"`
 	Model           string         `json:"model"`
-	ReasoningEffort string         `json:"reasoning_effort,omitempty"`
+	ReasoningEffort string         `json:"reasoning_effort"`
 	CreatedAt       Time           `json:"created_at"`
 	UpdatedAt       Time           `json:"updated_at"`
 	MessageCount    int            `json:"message_count"`

@@ -71,7 +71,7 @@ type RunAccepted struct {
 	RunID    string `json:"run_id"`
 	State    string `json:"state"`
 	Position int    `json:"position"`
-	ClientID string `json:"client_id,omitempty"`
+	ClientID string `json:"client_id"`
 }
 
 // RunStarted is the data of run.started.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/api"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -69,6 +70,10 @@ func (a *API) Handler() http.Handler {
 		a.writeError(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/v1/health", a.health)
+	r.Get("/v1/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(api.Spec)
+	})
 	r.Group(func(r chi.Router) {
 		r.Use(a.refuseWhileStopping, a.authenticate)
 		r.Route("/v1/workspaces", func(r chi.Router) {
