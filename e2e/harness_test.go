@@ -326,29 +326,3 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	require.Eventually(t, cond, wait, 5*time.Millisecond, msg)
 }
-
-// collect gathers the seqs of n frames of type typ. It reports failure by
-// error so it can run on a goroutine other than the test's.
-func (s *stream) collect(typ string, n int) ([]int64, error) {
-	var seqs []int64
-	deadline := time.After(wait)
-	for len(seqs) < n {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				return seqs, fmt.Errorf("stream of %s ended after %d %s", s.ClientID, len(seqs), typ)
-			}
-			if f.Event != typ {
-				continue
-			}
-			var ev proto.Event
-			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
-				return seqs, err
-			}
-			seqs = append(seqs, ev.Seq)
-		case <-deadline:
-			return seqs, fmt.Errorf("stream of %s: %d of %d %s within %v", s.ClientID, len(seqs), n, typ, wait)
-		}
-	}
-	return seqs, nil
-}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -266,7 +265,8 @@ func TestDeleteWorkspaceClosesAtOnce(t *testing.T) {
 }
 
 func TestStalledClientIsEvictedWithoutDelayingOthers(t *testing.T) {
-	e := startEnv(t, withQueueBytes(64<<10), withGraces(time.Minute, time.Minute))
+	// The contract's default queue (1 MiB) for every stream.
+	e := startEnv(t, withGraces(time.Minute, time.Minute))
 	ws := e.createWorkspace()
 	sess := e.createSession(ws.ID, nil)
 
@@ -284,28 +284,27 @@ func TestStalledClientIsEvictedWithoutDelayingOthers(t *testing.T) {
 	}
 	eventually(t, func() bool { return e.workspace(ws.ID).Clients == 4 }, "all four attached")
 
-	// Enough data to fill the kernel's socket buffers and then the 64 KiB queue.
+	// 16 MB in all: enough to fill the stalled connection's kernel buffers and
+	// then its 1 MiB queue. Events go out in batches of 16 (512 KiB) and each
+	// batch must reach every healthy client before the next: a healthy client
+	// never has more than half its queue pending, whatever the machine's speed,
+	// while the stalled one piles up everything.
 	big := strings.Repeat("x", 32<<10)
-	const n = 400
-	var wg sync.WaitGroup
-	results := make([][]int64, len(healthy))
-	errs := make([]error, len(healthy))
-	for i, h := range healthy {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// 13 MB through each healthy stream: give a loaded CI machine time.
-			results[i], errs[i] = h.collectWithin(proto.EventSessionLog, n, 6*wait)
-		}()
-	}
+	const batches, per = 32, 16
+	got := make([][]int64, len(healthy))
 	var sent []int64
-	for i := range n {
-		sent = append(sent, e.log(ws.ID, sess.ID, fmt.Sprintf("%d %s", i, big), false))
+	for b := range batches {
+		for i := range per {
+			sent = append(sent, e.log(ws.ID, sess.ID, fmt.Sprintf("%d %s", b*per+i, big), false))
+		}
+		for i, h := range healthy {
+			seqs, err := h.collectWithin(proto.EventSessionLog, per, wait)
+			require.NoError(t, err, "healthy client %d, batch %d", i, b)
+			got[i] = append(got[i], seqs...)
+		}
 	}
-	wg.Wait()
 	for i := range healthy {
-		require.NoError(t, errs[i])
-		assert.Equal(t, sent, results[i], "healthy client %d got every event in order", i)
+		assert.Equal(t, sent, got[i], "healthy client %d got every event in order", i)
 	}
 	eventually(t, func() bool { return e.workspace(ws.ID).Clients == 3 }, "the stalled client was evicted")
 }
