@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,7 +218,9 @@ func BenchmarkCancelToCompleted(b *testing.B) {
 		require.Equal(b, http.StatusAccepted, status, "%s", raw)
 		var acc proto.PromptAccepted
 		require.NoError(b, json.Unmarshal(raw, &acc))
-		waitFrame(b, frames, func(f frame) bool { return f.Event == proto.EventMessageDelta && bytes.Contains([]byte(f.Data), []byte(acc.RunID)) })
+		waitFrame(b, frames, func(f frame) bool {
+			return f.Event == proto.EventMessageDelta && bytes.Contains([]byte(f.Data), []byte(acc.RunID))
+		})
 		start := time.Now()
 		status, raw = benchPost(b, client, fmt.Sprintf("%s/v1/workspaces/%s/agent/sessions/%s/cancel", base, wsID, sess.ID), nil)
 		require.Equal(b, http.StatusOK, status, "%s", raw)
