@@ -26,15 +26,53 @@ type Draft struct {
 	Ephemeral bool
 }
 
-// eventLog numbers, persists and publishes a workspace's events. One mutex
-// serializes the three steps so subscribers see seqs in increasing order and
-// never see an event that is not yet on disk.
+// eventLog numbers, persists and publishes a workspace's events.
+//
+// Seqs are handed out under mu, then each event is persisted outside it, so
+// concurrent emitters share the store's group commits instead of queueing for
+// one commit each. A small reorder buffer then hands events to the hub
+// strictly in seq order and only once they, and every event before them, are
+// on disk: subscribers see increasing seqs and never an event the database
+// does not have.
 type eventLog struct {
 	ws *Workspace
 
 	mu       sync.Mutex
-	seq      int64
-	reserved int64
+	seq      int64 // last seq handed out
+	reserved int64 // seqs up to here are reserved on disk
+	// published is the last seq given to the hub (or skipped after a failed
+	// write); waiting holds the numbered events not yet published.
+	published int64
+	waiting   map[int64]*slot
+}
+
+// slot is one numbered event on its way to the hub.
+type slot struct {
+	written bool       // persisted (or not to be persisted)
+	ev      *hub.Event // nil when persisting failed: the seq becomes a gap
+	done    chan struct{}
+}
+
+func newEventLog(ws *Workspace, head int64) eventLog {
+	return eventLog{ws: ws, seq: head, reserved: head, published: head, waiting: make(map[int64]*slot)}
+}
+
+// flushLocked publishes, in seq order, every event whose predecessors are all
+// written.
+func (l *eventLog) flushLocked() {
+	for {
+		next := l.published + 1
+		sl := l.waiting[next]
+		if sl == nil || !sl.written {
+			return
+		}
+		if sl.ev != nil {
+			l.ws.topic.Publish(*sl.ev)
+		}
+		l.published = next
+		delete(l.waiting, next)
+		close(sl.done)
+	}
 }
 
 // kept reports whether events of type t go to the workspace log.
@@ -61,11 +99,11 @@ func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
 	keep := kept(d.Type) && !d.Ephemeral
 	l := &w.log
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	seq := l.seq + 1
 	if seq > l.reserved {
 		next := l.reserved + seqBlock
 		if err := w.m.cfg.Store.ReserveSeq(ctx, w.ID, next); err != nil {
+			l.mu.Unlock()
 			return proto.Event{}, fmt.Errorf("reserve seqs for workspace %s: %w", w.ID, err)
 		}
 		l.reserved = next
@@ -82,12 +120,17 @@ func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
 	}
 	env, err := json.Marshal(ev)
 	if err != nil {
+		l.mu.Unlock()
 		return proto.Event{}, fmt.Errorf("encode %s envelope: %w", d.Type, err)
 	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq
+	sl := &slot{done: make(chan struct{})}
+	l.waiting[seq] = sl
+	l.mu.Unlock()
+
 	if keep {
-		if err := w.m.cfg.Store.AppendEvent(ctx, store.Event{
+		err = w.m.cfg.Store.AppendEvent(ctx, store.Event{
 			Seq:         seq,
 			WorkspaceID: w.ID,
 			SessionID:   d.SessionID,
@@ -95,17 +138,21 @@ func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
 			Type:        d.Type,
 			InHistory:   d.SessionID != "" && proto.InSessionHistory(d.Type),
 			Envelope:    env,
-		}); err != nil {
-			return proto.Event{}, fmt.Errorf("persist %s event: %w", d.Type, err)
-		}
+		})
 	}
-	w.topic.Publish(hub.Event{
-		Seq:       seq,
-		Type:      d.Type,
-		SessionID: d.SessionID,
-		Kept:      keep,
-		Data:      env,
-	})
+	l.mu.Lock()
+	sl.written = true
+	if err == nil {
+		sl.ev = &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep, Data: env}
+	}
+	l.flushLocked()
+	l.mu.Unlock()
+	// Return once published, so callers can rely on their event having gone
+	// out (workspace.closing before the streams are ended, for one).
+	<-sl.done
+	if err != nil {
+		return proto.Event{}, fmt.Errorf("persist %s event: %w", d.Type, err)
+	}
 	return ev, nil
 }
 

@@ -52,7 +52,7 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
 		gone:      make(map[string]*time.Timer),
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
-	w.log = eventLog{ws: w, seq: head, reserved: head}
+	w.log = newEventLog(w, head)
 	// A closed workspace still has a context, canceled, so callers never see nil.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.cancel()
