@@ -72,6 +72,9 @@ type RunAccepted struct {
 	State    string `json:"state"`
 	Position int    `json:"position"`
 	ClientID string `json:"client_id"`
+	// Prompt is the accepted prompt: kept with the event so that a run the
+	// server loses to a crash can still be recorded with its user message.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // RunStarted is the data of run.started.

@@ -287,13 +287,21 @@ func (x *execution) revive() Result {
 		}
 	}
 	missing := slices.DeleteFunc(calls, func(c provider.ToolCall) bool { return done[c.ID] })
+	if x.userID == "" && x.run.Prompt != "" {
+		// A run the server lost before it started (a crash with it queued)
+		// still gets its user message.
+		user := x.newMessage(proto.RoleUser)
+		user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
+		x.userID = user.ID
+		x.save(&user, proto.EventMessageCreated)
+	}
 
 	if x.run.Revive == ReviveInterrupt {
 		if err := x.r.Tools.Interrupt(x.ctx, x.run); err != nil {
 			x.log.Error("interrupt pending requests", "err", err)
 		}
 		for _, c := range missing {
-			res := ToolResult{Content: "interrupted: the session was resumed without continuing pending work", IsError: true}
+			res := ToolResult{Content: "interrupted: the run was not continued", IsError: true}
 			x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: true, Content: res.Content}, false)
 			x.toolMessage(c, res)
 		}

@@ -184,7 +184,7 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
-		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID},
+		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt},
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
 	}

@@ -138,6 +138,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	broker.SetReviver(func(ws *workspace.Workspace, sessionID, runID string) {
 		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
 	})
+	// Runs a crash left half done end now, before anyone can see the gap.
+	if err := s.runs.Recover(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.workspaces.SetHooks(workspace.Hooks{
 		Closed:     s.runs.WorkspaceClosed,
 		ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
