@@ -41,6 +41,8 @@ type DB struct {
 	reader *sql.DB // read-only pool
 	batch  *batcher
 	reads  *stmtCache
+	// checkpoints moves the WAL into the database file in the background.
+	checkpoints *checkpointer
 }
 
 // basePragmas are applied to every connection of both pools through the DSN,
@@ -107,7 +109,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		writer.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &DB{writer: writer, reader: reader, batch: newBatcher(writer), reads: &stmtCache{db: reader}}, nil
+	db := &DB{writer: writer, reader: reader, batch: newBatcher(writer), reads: &stmtCache{db: reader}}
+	db.checkpoints = newCheckpointer(abs)
+	return db, nil
 }
 
 // dsn builds a file: URI so that any character in path ('?', '#', '%') is
@@ -125,6 +129,9 @@ func dsn(absPath string, readOnly bool) string {
 		// Take the write lock at BEGIN so a transaction can never fail
 		// midway upgrading from a read lock.
 		q.Set("_txlock", "immediate")
+		// Checkpoints (which fsync) run on their own connection in the
+		// background, not inside whichever commit crosses the threshold.
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 	}
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(absPath), RawQuery: q.Encode()}
 	return u.String()
@@ -133,6 +140,7 @@ func dsn(absPath string, readOnly bool) string {
 // Close closes the reader pool, then the writer. Closing the last connection
 // checkpoints the WAL into the main file.
 func (db *DB) Close() error {
+	db.checkpoints.close()
 	db.batch.close()
 	db.batch.stmts.close()
 	db.reads.close()
