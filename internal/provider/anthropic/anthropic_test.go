@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/tandem-dev/tandem/internal/provider/providertest"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,52 +18,6 @@ import (
 )
 
 const testKey = "sk-ant-test-secret-0123456789"
-
-// recorded is one request the fake server saw.
-type recorded struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-	RawBody      string
-}
-
-// fakeServer is an httptest server that records requests and answers with
-// whatever handler the test scripted.
-type fakeServer struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-func newFake(t *testing.T, handler http.HandlerFunc) *fakeServer {
-	t.Helper()
-	f := &fakeServer{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		rec := recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), RawBody: string(raw)}
-		_ = json.Unmarshal(raw, &rec.Body)
-		f.mu.Lock()
-		f.reqs = append(f.reqs, rec)
-		f.mu.Unlock()
-		handler(w, r)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeServer) last(t *testing.T) recorded {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.NotEmpty(t, f.reqs, "the server saw no request")
-	return f.reqs[len(f.reqs)-1]
-}
-
-func (f *fakeServer) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.reqs)
-}
 
 // ev is one SSE event as the Messages API sends it: "event: TYPE" and
 // "data: {json}" whose own "type" repeats TYPE.
@@ -130,7 +82,7 @@ func collect(deltas *[]provider.Delta) func(provider.Delta) {
 func userHi() []provider.Message { return []provider.Message{{Role: "user", Text: "hi"}} }
 
 func TestStreamTextDeltas(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		messageStart(),
 		blockStart(0, `{"type":"text","text":""}`),
 		ping(),
@@ -160,7 +112,7 @@ func TestStreamTextDeltas(t *testing.T) {
 	require.Equal(t, "Hello world", resp.Text)
 	require.Equal(t, provider.FinishEndTurn, resp.FinishReason)
 
-	req := srv.last(t)
+	req := srv.Last(t)
 	require.Equal(t, "POST", req.Method)
 	require.Equal(t, "/v1/messages", req.Path)
 	require.Equal(t, testKey, req.Header.Get("X-Api-Key"))
@@ -187,7 +139,7 @@ func TestStreamTextDeltas(t *testing.T) {
 }
 
 func TestStreamToolUseFragments(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		messageStart(),
 		blockStart(0, `{"type":"text","text":""}`),
 		textDelta(0, "I'll write it."),
@@ -218,7 +170,7 @@ func TestStreamToolUseFragments(t *testing.T) {
 }
 
 func TestThinkingDeltas(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		messageStart(),
 		blockStart(0, `{"type":"thinking","thinking":"","signature":""}`),
 		delta(0, `{"type":"thinking_delta","thinking":"Let me "}`),
@@ -243,11 +195,11 @@ func TestThinkingDeltas(t *testing.T) {
 	require.Equal(t, "Let me think.", resp.Reasoning)
 	require.Equal(t, "Answer", resp.Text)
 	require.Equal(t, provider.FinishMaxTokens, resp.FinishReason)
-	require.EqualValues(t, 100, srv.last(t).Body["max_tokens"])
+	require.EqualValues(t, 100, srv.Last(t).Body["max_tokens"])
 }
 
 func TestRequestConversion(t *testing.T) {
-	srv := newFake(t, sse(messageStart(), messageDelta("end_turn"), messageStop()))
+	srv := providertest.New(t, sse(messageStart(), messageDelta("end_turn"), messageStop()))
 	p := newProvider(t, provider.Config{BaseURL: srv.URL, APIKey: testKey})
 	png := []byte{0x89, 'P', 'N', 'G', 1, 2, 3}
 	_, err := p.Stream(context.Background(), provider.Request{
@@ -265,7 +217,7 @@ func TestRequestConversion(t *testing.T) {
 	}, nil)
 	require.NoError(t, err)
 
-	req := srv.last(t)
+	req := srv.Last(t)
 	require.Contains(t, req.RawBody, "iVBORwECAw==")
 	msgs := req.Body["messages"].([]any)
 	require.Len(t, msgs, 3, "tool results and the next user text merge into one user turn")
@@ -318,7 +270,7 @@ func TestHTTPErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
-			srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+			srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(c.status)
 				fmt.Fprintf(w, `{"type":"error","error":{"type":%q,"message":"bad x-api-key %s here"}}`, c.typ, testKey)
@@ -332,13 +284,13 @@ func TestHTTPErrors(t *testing.T) {
 			require.Equal(t, c.retryable, pe.Retryable)
 			require.Contains(t, pe.Message, "here")
 			require.NotContains(t, err.Error(), testKey)
-			require.Equal(t, 1, srv.count(), "the SDK must not retry on its own")
+			require.Equal(t, 1, srv.Count(), "the SDK must not retry on its own")
 		})
 	}
 }
 
 func TestErrorEventInStream(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		messageStart(),
 		blockStart(0, `{"type":"text","text":""}`),
 		textDelta(0, "Hel"),
@@ -369,7 +321,7 @@ func TestConnectionRefused(t *testing.T) {
 }
 
 func TestStreamCutMidway(t *testing.T) {
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeEvents(w, []ev{messageStart(), blockStart(0, `{"type":"text","text":""}`), textDelta(0, "Hel")})
 		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_blo")
@@ -387,7 +339,7 @@ func TestStreamCutMidway(t *testing.T) {
 }
 
 func TestStreamEndsWithoutMessageStop(t *testing.T) {
-	srv := newFake(t, sse(messageStart(), blockStart(0, `{"type":"text","text":""}`), textDelta(0, "Hel")))
+	srv := providertest.New(t, sse(messageStart(), blockStart(0, `{"type":"text","text":""}`), textDelta(0, "Hel")))
 	p := newProvider(t, provider.Config{BaseURL: srv.URL, APIKey: testKey})
 	_, err := p.Stream(context.Background(), provider.Request{Model: "claude-sonnet-4", Messages: userHi()}, nil)
 	pe, ok := provider.AsError(err)
@@ -398,7 +350,7 @@ func TestStreamEndsWithoutMessageStop(t *testing.T) {
 func TestCancelMidStream(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeEvents(w, []ev{messageStart(), blockStart(0, `{"type":"text","text":""}`), textDelta(0, "first")})
 		select { // hang like a slow model
@@ -426,11 +378,11 @@ func TestIgnoresProcessEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-from-env-must-not-leak")
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "tok-from-env-must-not-leak")
 	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")
-	srv := newFake(t, sse(messageStart(), messageDelta("end_turn"), messageStop()))
+	srv := providertest.New(t, sse(messageStart(), messageDelta("end_turn"), messageStop()))
 	p := newProvider(t, provider.Config{BaseURL: srv.URL})
 	_, err := p.Stream(context.Background(), provider.Request{Model: "claude-sonnet-4", Messages: userHi()}, nil)
 	require.NoError(t, err)
-	for k, v := range srv.last(t).Header {
+	for k, v := range srv.Last(t).Header {
 		require.NotContains(t, strings.Join(v, ","), "from-env", k)
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/tandem-dev/tandem/internal/provider/providertest"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,46 +18,6 @@ import (
 )
 
 const testKey = "sk-test-secret-0123456789"
-
-// recorded is one request the fake server saw.
-type recorded struct {
-	Method, Path, Query string
-	Header              http.Header
-	Body                map[string]any
-	RawBody             string
-}
-
-// fakeServer is an httptest server that records requests and answers with
-// whatever handler the test scripted.
-type fakeServer struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-func newFake(t *testing.T, handler http.HandlerFunc) *fakeServer {
-	t.Helper()
-	f := &fakeServer{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		rec := recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), RawBody: string(raw)}
-		_ = json.Unmarshal(raw, &rec.Body)
-		f.mu.Lock()
-		f.reqs = append(f.reqs, rec)
-		f.mu.Unlock()
-		handler(w, r)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeServer) last(t *testing.T) recorded {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.NotEmpty(t, f.reqs, "the server saw no request")
-	return f.reqs[len(f.reqs)-1]
-}
 
 // sse streams chunks the way the Chat Completions API does: one
 // "data: {json}" event per chunk, flushed one by one, then "data: [DONE]".
@@ -96,7 +54,7 @@ func collect(deltas *[]provider.Delta) func(provider.Delta) {
 }
 
 func TestStreamTextDeltas(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		chunk(`{"role":"assistant","content":""}`, ""),
 		chunk(`{"content":"Hel"}`, ""),
 		chunk(`{"content":"lo"}`, ""),
@@ -122,7 +80,7 @@ func TestStreamTextDeltas(t *testing.T) {
 	require.Equal(t, provider.FinishEndTurn, resp.FinishReason)
 	require.Empty(t, resp.ToolCalls)
 
-	req := srv.last(t)
+	req := srv.Last(t)
 	require.Equal(t, "POST", req.Method)
 	require.Equal(t, "/v1/chat/completions", req.Path)
 	require.Equal(t, "Bearer "+testKey, req.Header.Get("Authorization"))
@@ -144,7 +102,7 @@ func TestStreamTextDeltas(t *testing.T) {
 }
 
 func TestStreamToolCallFragments(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"write","arguments":""}}]}`, ""),
 		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\": \"a"}}]}`, ""),
 		chunk(`{"tool_calls":[{"index":1,"id":"call_def","type":"function","function":{"name":"ls","arguments":""}}]}`, ""),
@@ -168,12 +126,12 @@ func TestStreamToolCallFragments(t *testing.T) {
 	require.Equal(t, "call_def", resp.ToolCalls[1].ID)
 	require.Equal(t, "ls", resp.ToolCalls[1].Name)
 	require.JSONEq(t, `{}`, string(resp.ToolCalls[1].Arguments))
-	require.Equal(t, "/chat/completions", srv.last(t).Path)
+	require.Equal(t, "/chat/completions", srv.Last(t).Path)
 }
 
 func TestToolCallsWithStopFinishAreToolUse(t *testing.T) {
 	// Older Ollama reports "stop" after a tool call and sends no id.
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		chunk(`{"tool_calls":[{"index":0,"function":{"name":"ls","arguments":"{}"}}]}`, ""),
 		chunk(`{}`, "stop"),
 	))
@@ -182,20 +140,20 @@ func TestToolCallsWithStopFinishAreToolUse(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, provider.FinishToolUse, resp.FinishReason)
 	require.Equal(t, "call_1", resp.ToolCalls[0].ID)
-	require.Empty(t, srv.last(t).Header.Get("Authorization"), "no key configured, none sent")
+	require.Empty(t, srv.Last(t).Header.Get("Authorization"), "no key configured, none sent")
 }
 
 func TestLengthFinish(t *testing.T) {
-	srv := newFake(t, sse(chunk(`{"content":"cut"}`, "length")))
+	srv := providertest.New(t, sse(chunk(`{"content":"cut"}`, "length")))
 	p := newProvider(t, provider.Config{Type: "openai", BaseURL: srv.URL})
 	resp, err := p.Stream(context.Background(), provider.Request{Model: "m", MaxTokens: 5, Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, provider.FinishMaxTokens, resp.FinishReason)
-	require.EqualValues(t, 5, srv.last(t).Body["max_completion_tokens"])
+	require.EqualValues(t, 5, srv.Last(t).Body["max_completion_tokens"])
 }
 
 func TestReasoningDeltas(t *testing.T) {
-	srv := newFake(t, sse(
+	srv := providertest.New(t, sse(
 		chunk(`{"role":"assistant","content":null,"reasoning_content":"Let me "}`, ""),
 		chunk(`{"content":null,"reasoning_content":"think."}`, ""),
 		chunk(`{"content":null,"reasoning":" More."}`, ""),
@@ -216,11 +174,11 @@ func TestReasoningDeltas(t *testing.T) {
 	}, deltas)
 	require.Equal(t, "Let me think. More.", resp.Reasoning)
 	require.Equal(t, "Answer", resp.Text)
-	require.Equal(t, "xhigh", srv.last(t).Body["reasoning_effort"])
+	require.Equal(t, "xhigh", srv.Last(t).Body["reasoning_effort"])
 }
 
 func TestRequestConversion(t *testing.T) {
-	srv := newFake(t, sse(chunk(`{"content":"ok"}`, "stop")))
+	srv := providertest.New(t, sse(chunk(`{"content":"ok"}`, "stop")))
 	p := newProvider(t, provider.Config{Type: "openai", BaseURL: srv.URL})
 	png := []byte{0x89, 'P', 'N', 'G', 1, 2, 3}
 	_, err := p.Stream(context.Background(), provider.Request{
@@ -235,7 +193,7 @@ func TestRequestConversion(t *testing.T) {
 	}, nil)
 	require.NoError(t, err)
 
-	req := srv.last(t)
+	req := srv.Last(t)
 	require.Contains(t, req.RawBody, "data:image/png;base64,iVBORwECAw==")
 	msgs := req.Body["messages"].([]any)
 	require.Len(t, msgs, 5)
@@ -280,7 +238,7 @@ func TestHTTPErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
-			srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+			srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(c.status)
 				// Servers do quote (part of) the key back; it must not get out.
@@ -297,13 +255,13 @@ func TestHTTPErrors(t *testing.T) {
 			require.Contains(t, pe.Message, "Or something else.")
 			require.NotContains(t, err.Error(), testKey)
 			require.NotContains(t, fmt.Sprintf("%+v", err), testKey)
-			require.Len(t, srv.reqs, 1, "the SDK must not retry on its own")
+			require.Equal(t, 1, srv.Count(), "the SDK must not retry on its own")
 		})
 	}
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusBadGateway)
 		fmt.Fprint(w, "<html>bad gateway</html>")
@@ -332,7 +290,7 @@ func TestConnectionRefused(t *testing.T) {
 }
 
 func TestStreamCutMidway(t *testing.T) {
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"Hel"}`, ""))
 		w.(http.Flusher).Flush()
@@ -353,7 +311,7 @@ func TestStreamCutMidway(t *testing.T) {
 
 func TestStreamEndsWithoutFinish(t *testing.T) {
 	// A clean end of body with neither finish_reason nor [DONE].
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"Hel"}`, ""))
 	})
@@ -365,7 +323,7 @@ func TestStreamEndsWithoutFinish(t *testing.T) {
 }
 
 func TestErrorEventInStream(t *testing.T) {
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"Hel"}`, ""))
 		fmt.Fprint(w, "data: {\"error\":{\"message\":\"upstream overloaded\",\"code\":502}}\n\n")
@@ -381,7 +339,7 @@ func TestErrorEventInStream(t *testing.T) {
 func TestCancelMidStream(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	srv := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"first"}`, ""))
 		w.(http.Flusher).Flush()
@@ -416,13 +374,13 @@ func TestCanceledBeforeStart(t *testing.T) {
 }
 
 func TestAzure(t *testing.T) {
-	srv := newFake(t, sse(chunk(`{"content":"hi from azure"}`, "stop")))
+	srv := providertest.New(t, sse(chunk(`{"content":"hi from azure"}`, "stop")))
 	p := newProvider(t, provider.Config{Type: "azure", BaseURL: srv.URL + "/", APIKey: testKey, AzureAPIVersion: "2024-10-21"})
 	resp, err := p.Stream(context.Background(), provider.Request{Model: "my-gpt4o", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "hi from azure", resp.Text)
 
-	req := srv.last(t)
+	req := srv.Last(t)
 	require.Equal(t, "/openai/deployments/my-gpt4o/chat/completions", req.Path)
 	require.Equal(t, "api-version=2024-10-21", req.Query)
 	require.Equal(t, testKey, req.Header.Get("Api-Key"))
@@ -430,11 +388,11 @@ func TestAzure(t *testing.T) {
 }
 
 func TestAzureDefaults(t *testing.T) {
-	srv := newFake(t, sse(chunk(`{"content":"ok"}`, "stop")))
+	srv := providertest.New(t, sse(chunk(`{"content":"ok"}`, "stop")))
 	p := newProvider(t, provider.Config{Type: "azure", BaseURL: srv.URL, APIKey: testKey})
 	_, err := p.Stream(context.Background(), provider.Request{Model: "dep", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
 	require.NoError(t, err)
-	require.Equal(t, "api-version="+provider.DefaultAzureAPIVersion, srv.last(t).Query)
+	require.Equal(t, "api-version="+provider.DefaultAzureAPIVersion, srv.Last(t).Query)
 
 	_, err = openai.New(provider.Config{Type: "azure", APIKey: testKey})
 	require.ErrorContains(t, err, "base_url")
@@ -451,11 +409,11 @@ func TestIgnoresProcessEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-from-env-must-not-leak")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_ORG_ID", "org-env")
-	srv := newFake(t, sse(chunk(`{"content":"ok"}`, "stop")))
+	srv := providertest.New(t, sse(chunk(`{"content":"ok"}`, "stop")))
 	p := newProvider(t, provider.Config{Type: "openai", BaseURL: srv.URL})
 	_, err := p.Stream(context.Background(), provider.Request{Model: "m", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
 	require.NoError(t, err)
-	req := srv.last(t)
+	req := srv.Last(t)
 	for k, v := range req.Header {
 		require.NotContains(t, strings.Join(v, ","), "sk-from-env", k)
 		require.NotContains(t, strings.Join(v, ","), "org-env", k)
