@@ -1,0 +1,110 @@
+package workspace
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/store/sqlite"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Many goroutines emitting at once (kept and ephemeral events mixed): a
+// stream sees every event exactly once, in strictly increasing seq order, and
+// every kept event is on disk.
+func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
+	require.NoError(t, err)
+	defer db.Close()
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	m := NewManager(Config{Store: db, Hub: h, CreateGrace: time.Minute, DetachGrace: time.Minute})
+	defer m.Shutdown(ctx)
+	ws, _, err := m.Open(ctx, t.TempDir())
+	require.NoError(t, err)
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = ws.Stream(r.Context(), w, StreamOptions{ClientID: r.URL.Query().Get("c")})
+	}))
+	defer srv.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, "GET", srv.URL+"?c="+uuid.NewString(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 1<<20)
+	require.True(t, lines.Scan())
+	require.Equal(t, "event: "+proto.EventStreamOpened, lines.Text())
+
+	const emitters, each = 32, 50
+	var wg sync.WaitGroup
+	for g := range emitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				_, err := ws.Emit(ctx, Draft{
+					Type: proto.EventSessionLog, SessionID: "s",
+					Data:      proto.SessionLog{Level: "info", Message: fmt.Sprintf("%d/%d", g, i)},
+					Ephemeral: i%3 == 0,
+				})
+				assert.NoError(t, err)
+			}
+		}()
+	}
+
+	// A lost or reordered event would leave the reader waiting: the deadline
+	// ends the stream and the count below fails.
+	deadline := time.AfterFunc(30*time.Second, cancel)
+	defer deadline.Stop()
+	var last int64
+	logs := 0
+	for logs < emitters*each && lines.Scan() {
+		line := lines.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev proto.Event
+		if json.Unmarshal([]byte(data), &ev) != nil || ev.Seq == 0 {
+			continue // the stream.opened control frame
+		}
+		require.Greater(t, ev.Seq, last, "seqs strictly increase on the stream")
+		last = ev.Seq
+		if ev.Type == proto.EventSessionLog {
+			logs++
+		}
+	}
+	wg.Wait()
+	assert.Equal(t, emitters*each, logs, "every event arrives once")
+
+	kept, err := db.WorkspaceEvents(ctx, ws.ID, 0, 0, 0)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range kept {
+		if e.Type == proto.EventSessionLog {
+			n++
+		}
+	}
+	assert.Equal(t, emitters*(each-(each+2)/3), n, "every kept event is on disk, no ephemeral one")
+}
