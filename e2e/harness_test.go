@@ -51,8 +51,6 @@ func withGraces(create, detach time.Duration) option {
 	return func(c *server.Config) { c.CreateGrace, c.DetachGrace = create, detach }
 }
 
-func withQueueBytes(n int) option { return func(c *server.Config) { c.StreamQueueBytes = n } }
-
 func withHeartbeat(d time.Duration) option { return func(c *server.Config) { c.Heartbeat = d } }
 
 func startEnv(t *testing.T, opts ...option) *env {

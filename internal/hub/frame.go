@@ -49,7 +49,7 @@ func appendControl(b []byte, typ string, v any) []byte {
 // but a stray newline would otherwise end the frame early and let the rest
 // be parsed as fields, so it is split per the SSE rules instead.
 func appendData(b, data []byte) []byte {
-	if bytes.IndexAny(data, "\r\n") < 0 {
+	if !bytes.ContainsAny(data, "\r\n") {
 		b = append(b, "data: "...)
 		b = append(b, data...)
 		return append(b, '\n')

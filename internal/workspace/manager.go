@@ -25,8 +25,7 @@ import (
 )
 
 // Hooks let the packages built on workspaces react to their lifecycle without
-// the workspace package knowing them. Hooks run on their own goroutine, never
-// under a workspace lock.
+// the workspace package knowing them. Hooks never run under a workspace lock.
 type Hooks struct {
 	// ClientGone is called when a client has had no open stream for the detach grace.
 	ClientGone func(ws *Workspace, clientID string)
@@ -53,8 +52,9 @@ type Manager struct {
 	hooks    Hooks
 	stopping bool
 
-	// wg tracks hook goroutines and anything else started on behalf of workspaces.
-	wg sync.WaitGroup
+	// timers tracks the grace timers' callbacks in flight, so Shutdown can
+	// wait for them: they are goroutines time.AfterFunc starts for us.
+	timers sync.WaitGroup
 }
 
 // NewManager returns a Manager over cfg.Store.
@@ -185,13 +185,20 @@ func (m *Manager) load(ctx context.Context, rec store.Workspace) (*Workspace, er
 	return ws, nil
 }
 
-// runHook runs f on a goroutine the Manager waits for on Shutdown.
-func (m *Manager) runHook(f func()) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+// after runs f once d has passed, unless the Manager is stopping by then;
+// Shutdown waits for a callback already running.
+func (m *Manager) after(d time.Duration, f func()) *time.Timer {
+	return time.AfterFunc(d, func() {
+		m.mu.Lock()
+		if m.stopping {
+			m.mu.Unlock()
+			return
+		}
+		m.timers.Add(1)
+		m.mu.Unlock()
+		defer m.timers.Done()
 		f()
-	}()
+	})
 }
 
 func (m *Manager) currentHooks() Hooks {
@@ -201,7 +208,7 @@ func (m *Manager) currentHooks() Hooks {
 }
 
 // Shutdown closes every open workspace, telling its streams why, and waits for
-// the hooks it started.
+// grace timer callbacks already running.
 func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
@@ -215,13 +222,13 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	}
 	done := make(chan struct{})
 	go func() {
-		m.wg.Wait()
+		m.timers.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		m.log.Warn("workspace hooks still running at shutdown deadline")
+		m.log.Warn("workspace timers still running at shutdown deadline")
 	}
 }
 

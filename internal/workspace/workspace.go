@@ -142,7 +142,7 @@ func (w *Workspace) holdOpen() error {
 	stopTimer(&w.closer)
 	stopTimer(&w.hold)
 	gen := w.gen
-	w.hold = time.AfterFunc(w.m.cfg.CreateGrace, func() { w.holdExpired(gen) })
+	w.hold = w.m.after(w.m.cfg.CreateGrace, func() { w.holdExpired(gen) })
 	return nil
 }
 
@@ -201,10 +201,10 @@ func (w *Workspace) detach(clientID string) (last bool) {
 	}
 	gen := w.gen
 	grace := w.m.cfg.DetachGrace
-	w.gone[clientID] = time.AfterFunc(grace, func() { w.clientGone(gen, clientID) })
+	w.gone[clientID] = w.m.after(grace, func() { w.clientGone(gen, clientID) })
 	if w.total == 0 && w.hold == nil {
 		stopTimer(&w.closer)
-		w.closer = time.AfterFunc(grace, func() { w.closeIf(gen, "detached") })
+		w.closer = w.m.after(grace, func() { w.closeIf(gen, "detached") })
 	}
 	return true
 }
