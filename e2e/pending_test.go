@@ -602,3 +602,56 @@ func TestDeletingASessionCancelsItsPendingRequests(t *testing.T) {
 	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, s.ClientID, proto.DecisionApproveOnce, "")
 	assert.Equal(t, http.StatusNotFound, status)
 }
+
+// First answer wins under a crowd: 32 clients answer the same request at
+// once; exactly one gets 200, every other one 409 already_resolved, and one
+// permission.resolved goes out.
+func TestConcurrentAnswersOneWinner(t *testing.T) {
+	e := startEnv(t)
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, nil)
+	acc := e.prompt(ws.ID, sess.ID, `/tool write {"path": "crowd.txt", "content": "x"}`)
+	pr := s.permissionRequested()
+
+	const crowd = 32
+	statuses := make([]int, crowd)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range crowd {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			decision := proto.DecisionApproveOnce
+			if i%2 == 1 {
+				decision = proto.DecisionReject
+			}
+			status, _ := e.doRaw("POST", fmt.Sprintf("/v1/workspaces/%s/permissions/%s", ws.ID, pr.RequestID),
+				proto.PermissionAnswer{ClientID: newClientID(), Decision: decision}, nil,
+				map[string]string{"Authorization": "Bearer " + testToken})
+			statuses[i] = status
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok, conflict := 0, 0
+	for _, st := range statuses {
+		switch st {
+		case http.StatusOK:
+			ok++
+		case http.StatusConflict:
+			conflict++
+		}
+	}
+	assert.Equal(t, 1, ok)
+	assert.Equal(t, crowd-1, conflict)
+	_, frames := s.completion(acc.RunID)
+	resolved := 0
+	for _, f := range frames {
+		if f.Event == proto.EventPermissionResolved {
+			resolved++
+		}
+	}
+	assert.Equal(t, 1, resolved, "one resolution is announced")
+}
