@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/tandem-dev/tandem/proto"
@@ -198,6 +199,9 @@ func (t *Topic) live(ctx context.Context, s *subscriber, sw *streamWriter) error
 			return nil
 		case <-s.wake:
 		}
+		// Let a publisher in the middle of a burst queue the rest of it first:
+		// one write for the burst instead of one per event.
+		runtime.Gosched()
 		batch, end := s.take(spare)
 		if end != nil {
 			sw.timeout = min(sw.timeout, finalTimeout)
