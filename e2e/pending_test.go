@@ -47,6 +47,24 @@ func (e *env) resume(wsID, sid string, req proto.ResumeRequest) proto.ResumeResp
 	return out
 }
 
+// approveToEnd approves a permission request as clientID and waits for the
+// run to end, which must be end_turn.
+func (e *env) approveToEnd(s *stream, wsID, requestID, clientID, runID string) {
+	e.t.Helper()
+	status, _, bad := e.answerPermission(wsID, requestID, clientID, proto.DecisionApproveOnce, "")
+	require.Equal(e.t, http.StatusOK, status, "%+v", bad)
+	rc, _ := s.completion(runID)
+	assert.Equal(e.t, proto.OutcomeEndTurn, rc.Outcome)
+}
+
+// assertFile checks that the file at path holds want.
+func assertFile(t *testing.T, path, want string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got))
+}
+
 // dataOf waits for the next event of type typ and decodes its data.
 func dataOf[T any](s *stream, typ string) T {
 	s.t.Helper()
@@ -109,9 +127,7 @@ func TestPermissionSeenByAllFirstAnswerWins(t *testing.T) {
 		rc, _ := s.completion(acc.RunID)
 		assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
 	}
-	got, err := os.ReadFile(filepath.Join(e.workDir, "out.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "approved content", string(got))
+	assertFile(t, filepath.Join(e.workDir, "out.txt"), "approved content")
 	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/permissions", nil, &list)
 	assert.Empty(t, list.Permissions)
 }
@@ -283,13 +299,8 @@ func TestPendingPermissionSurvivesItsClient(t *testing.T) {
 	var pend proto.PendingWork
 	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/pending", ws.ID, sess.ID), nil, &pend)
 	assert.Equal(t, res.Pending, pend)
-	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, c, proto.DecisionApproveOnce, "")
-	require.Equal(t, http.StatusOK, status)
-	rc, _ := watcher.completion(acc.RunID)
-	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
-	got, err := os.ReadFile(filepath.Join(e.workDir, "late.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "written after all", string(got))
+	e.approveToEnd(watcher, ws.ID, pr.RequestID, c, acc.RunID)
+	assertFile(t, filepath.Join(e.workDir, "late.txt"), "written after all")
 }
 
 func TestParallelClientToolCallsAnsweredInReverseOrder(t *testing.T) {
@@ -389,22 +400,14 @@ func TestColdResumeContinuingRevivesAndReannounces(t *testing.T) {
 	assert.False(t, watcher.resumed().SessionWasActive)
 	again := watcher.permissionRequested()
 	assert.Equal(t, pr.RequestID, again.RequestID, "announced again with the same id")
-	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, c, proto.DecisionApproveOnce, "")
-	require.Equal(t, http.StatusOK, status)
-	rc, _ := watcher.completion(acc.RunID)
-	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
-	got, err := os.ReadFile(filepath.Join(e.workDir, "suspended.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "revived", string(got))
+	e.approveToEnd(watcher, ws.ID, pr.RequestID, c, acc.RunID)
+	assertFile(t, filepath.Join(e.workDir, "suspended.txt"), "revived")
 }
 
 func TestAnsweringASuspendedRequestRevivesTheRun(t *testing.T) {
 	e := startEnv(t, withGraces(time.Minute, time.Minute))
 	ws, sess, acc, pr, watcher := suspendOnPermission(t, e, newClientID())
-	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, watcher.ClientID, proto.DecisionApproveOnce, "")
-	require.Equal(t, http.StatusOK, status)
-	rc, _ := watcher.completion(acc.RunID)
-	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	e.approveToEnd(watcher, ws.ID, pr.RequestID, watcher.ClientID, acc.RunID)
 	assert.Equal(t, proto.FinishEndTurn, lastFinish(t, e.messages(ws.ID, sess.ID), acc.RunID).Reason)
 }
 
@@ -419,10 +422,7 @@ func TestWarmResumeKeepsRequestsAnswerable(t *testing.T) {
 	res := e.resume(ws.ID, sess.ID, proto.ResumeRequest{ClientID: b, ContinuePendingWork: false})
 	require.Len(t, res.Pending.Permissions, 1)
 	assert.True(t, a.resumed().SessionWasActive)
-	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, b, proto.DecisionApproveOnce, "")
-	require.Equal(t, http.StatusOK, status)
-	rc, _ := a.completion(acc.RunID)
-	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	e.approveToEnd(a, ws.ID, pr.RequestID, b, acc.RunID)
 }
 
 func TestResumeEmitsOneEventAndReportsActivity(t *testing.T) {
@@ -462,13 +462,8 @@ func TestPendingPermissionSurvivesRestart(t *testing.T) {
 	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/permissions", nil, &list)
 	require.Len(t, list.Permissions, 1)
 	assert.Equal(t, pr, list.Permissions[0])
-	status, _, _ := e.answerPermission(ws.ID, pr.RequestID, w.ClientID, proto.DecisionApproveOnce, "")
-	require.Equal(t, http.StatusOK, status)
-	rc, _ := w.completion(acc.RunID)
-	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
-	got, err := os.ReadFile(filepath.Join(e.workDir, "restart.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "after restart", string(got))
+	e.approveToEnd(w, ws.ID, pr.RequestID, w.ClientID, acc.RunID)
+	assertFile(t, filepath.Join(e.workDir, "restart.txt"), "after restart")
 }
 
 func TestCancelKillsARunningShellQuickly(t *testing.T) {
