@@ -68,6 +68,9 @@ type Run struct {
 	Workspace   *workspace.Workspace
 	Prompt      string
 	Attachments []Attachment
+	// History is the session's conversation, shared by its runs; nil
+	// rereads it from the store at every model step.
+	History *History
 
 	// Model is the session's model string, recorded on assistant messages;
 	// ModelName is what the provider is asked for.
@@ -260,7 +263,7 @@ func (x *execution) toolMessage(c provider.ToolCall, res ToolResult) {
 // have no result yet are run again (their requests found answered, or waited
 // on anew), or interrupted; then the run goes on or ends.
 func (x *execution) revive() Result {
-	msgs, err := x.r.Store.ListMessages(x.ctx, x.run.SessionID)
+	msgs, err := x.run.History.Messages(x.ctx, x.r.Store, x.run.SessionID)
 	if err != nil {
 		x.log.Error("read history of suspended run", "err", err)
 	}
@@ -386,7 +389,7 @@ func (x *execution) backoff(n int) time.Duration {
 
 // request builds the provider request from the session's history.
 func (x *execution) request() (provider.Request, error) {
-	msgs, err := x.r.Store.ListMessages(x.ctx, x.run.SessionID)
+	msgs, err := x.run.History.Messages(x.ctx, x.r.Store, x.run.SessionID)
 	if err != nil {
 		return provider.Request{}, fmt.Errorf("read history: %w", err)
 	}
@@ -514,7 +517,7 @@ func (x *execution) newMessage(role string) proto.Message {
 func (x *execution) save(m *proto.Message, typ string) {
 	ctx := context.WithoutCancel(x.ctx)
 	m.UpdatedAt = proto.Now()
-	if err := x.r.Store.PutMessage(ctx, *m); err != nil {
+	if err := x.run.History.Save(ctx, x.r.Store, *m); err != nil {
 		x.log.Error("persist message", "message_id", m.ID, "err", err)
 		return
 	}

@@ -57,6 +57,7 @@ type Coordinator struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionRuns
+	hist     histories
 
 	// workers counts session worker goroutines so shutdown can wait for them.
 	workers sync.WaitGroup
@@ -80,6 +81,9 @@ type sessionRuns struct {
 	queue  []*run
 	// idle is closed when the session's worker exits; nil while none runs.
 	idle chan struct{}
+	// history is the conversation its runs share; nil until needed or
+	// after it was dropped (see histories).
+	history *agent.History
 }
 
 // run is an accepted prompt.
@@ -250,6 +254,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 				c.log.Error("emit session.idle", "session_id", sr.id, "err", err)
 			}
 			sr.mu.Unlock()
+			c.hist.went(sr)
 			return
 		}
 		r := sr.queue[0]
@@ -260,16 +265,18 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 		if r.canceled.Load() {
 			cancel()
 		}
+		history := sr.historyLocked()
 		sr.mu.Unlock()
 
-		c.execute(ctx, sr, r)
+		c.execute(ctx, sr, r, history)
 		cancel()
 	}
 }
 
 // execute prepares the run's settings from the session and runs it.
-func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run) {
+func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, history *agent.History) {
 	ar := &agent.Run{
+		History:     history,
 		ID:          r.id,
 		SessionID:   sr.id,
 		ClientID:    r.clientID,
@@ -439,8 +446,12 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 	c.cfg.Broker.CancelSession(ctx, ws, sessionID)
 	c.cfg.Tools.ForgetSession(sessionID)
 	c.mu.Lock()
+	sr := c.sessions[sessionID]
 	delete(c.sessions, sessionID)
 	c.mu.Unlock()
+	if sr != nil {
+		c.hist.forget(sr)
+	}
 }
 
 func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {

@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/sqlite"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// countingStore counts history reads and can fail message writes.
+type countingStore struct {
+	store.Store
+	reads atomic.Int32
+	fail  atomic.Bool
+}
+
+func (s *countingStore) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
+	s.reads.Add(1)
+	return s.Store.ListMessages(ctx, sessionID)
+}
+
+func (s *countingStore) PutMessage(ctx context.Context, m proto.Message) error {
+	if s.fail.Load() {
+		return errors.New("disk full")
+	}
+	return s.Store.PutMessage(ctx, m)
+}
+
+func newHistoryStore(t *testing.T) (*countingStore, string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ws, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: t.TempDir()})
+	require.NoError(t, err)
+	sid := uuid.NewString()
+	require.NoError(t, db.CreateSession(ctx, store.Session{ID: sid, WorkspaceID: ws.ID, Title: "t", Model: "echo"}))
+	return &countingStore{Store: db}, sid
+}
+
+func textMessage(sid, text string) proto.Message {
+	return proto.Message{ID: uuid.NewString(), SessionID: sid, Role: proto.RoleUser, Parts: []proto.Part{{Type: proto.PartText, Text: text}}}
+}
+
+// The history in memory is what the store would return, in the store's
+// order, through new messages, rewrites of older ones and saves from many
+// goroutines at once, and the store is read once.
+func TestHistoryMatchesStore(t *testing.T) {
+	ctx := context.Background()
+	st, sid := newHistoryStore(t)
+	var h History
+
+	first := textMessage(sid, "before load")
+	require.NoError(t, h.Save(ctx, st, first))
+	got, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			m := textMessage(sid, fmt.Sprint("side by side ", i))
+			require.NoError(t, h.Save(ctx, st, m))
+			m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: " and again"})
+			require.NoError(t, h.Save(ctx, st, m))
+		})
+	}
+	wg.Wait()
+	first.Parts[0].Text = "rewritten"
+	require.NoError(t, h.Save(ctx, st, first))
+
+	got, err = h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), st.reads.Load(), "the store is read once")
+	want, err := st.Store.ListMessages(ctx, sid)
+	require.NoError(t, err)
+	require.Len(t, got, 33)
+	require.Equal(t, ids(want), ids(got), "same order as the store")
+	for i := range want {
+		require.Equal(t, want[i].Parts, got[i].Parts)
+	}
+}
+
+// A run keeps streaming into its own copy of a saved message: the history
+// keeps what was saved, not what the run changed afterwards.
+func TestHistoryKeepsWhatWasSaved(t *testing.T) {
+	ctx := context.Background()
+	st, sid := newHistoryStore(t)
+	var h History
+	_, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+
+	m := textMessage(sid, "saved")
+	require.NoError(t, h.Save(ctx, st, m))
+	m.Parts[0].Text = "streamed after the save"
+	got, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+	require.Equal(t, "saved", got[0].Parts[0].Text)
+}
+
+// After a failed write the history no longer trusts itself and reads the
+// store again.
+func TestHistoryRereadsAfterFailedSave(t *testing.T) {
+	ctx := context.Background()
+	st, sid := newHistoryStore(t)
+	var h History
+	kept := textMessage(sid, "kept")
+	require.NoError(t, h.Save(ctx, st, kept))
+	_, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+
+	st.fail.Store(true)
+	require.Error(t, h.Save(ctx, st, textMessage(sid, "lost")))
+	st.fail.Store(false)
+
+	got, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), st.reads.Load())
+	require.Equal(t, []string{kept.ID}, ids(got))
+}
+
+func ids(msgs []proto.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
