@@ -131,12 +131,14 @@ func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 		res = x.execute()
 	}
 	if res.Suspended {
+		x.flush()
 		x.log.Info("run suspended")
 		return res
 	}
 	x.emit(proto.EventRunCompleted, proto.RunCompleted{
 		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
 	}, false)
+	x.flush()
 	return res
 }
 
@@ -156,6 +158,11 @@ type execution struct {
 	// userID is this run's user message, whose attachments are sent in full;
 	// earlier runs' attachments are only named.
 	userID string
+
+	// pending are the run's events not yet emitted (see flush); tool calls
+	// add to it side by side.
+	mu      sync.Mutex
+	pending []workspace.Draft
 }
 
 // stopped reports whether the run must end as canceled.
@@ -221,6 +228,7 @@ func (x *execution) loop() Result {
 // history, even one a cancel kept from running, so the next request is
 // well-formed for every provider. It reports whether any call was suspended.
 func (x *execution) runTools(calls []provider.ToolCall, revived bool) (suspended bool) {
+	x.flush()
 	var wg sync.WaitGroup
 	results := make([]bool, len(calls))
 	for i, c := range calls {
@@ -242,6 +250,7 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 		args := objectOrEmpty(c.Arguments)
 		if !revived {
 			x.emit(proto.EventToolStarted, proto.ToolStarted{ToolCallID: c.ID, Name: c.Name, Arguments: args}, false)
+			x.flush()
 		}
 		res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 		if res.Suspended {
@@ -250,6 +259,7 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
 	}
 	x.toolMessage(c, res)
+	x.flush()
 	return false
 }
 
@@ -300,6 +310,7 @@ func (x *execution) revive() Result {
 	}
 
 	if x.run.Revive == ReviveInterrupt {
+		x.flush()
 		if err := x.r.Tools.Interrupt(x.ctx, x.run); err != nil {
 			x.log.Error("interrupt pending requests", "err", err)
 		}
@@ -341,6 +352,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		retries = 0
 	}
 	for attempt := 0; ; attempt++ {
+		x.flush()
 		req, err := x.request()
 		if err != nil {
 			return provider.Response{}, err
@@ -372,6 +384,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 			Level:   "warning",
 			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v", pe.Code, pe.Message, attempt+1, retries, wait),
 		}, false)
+		x.flush()
 		select {
 		case <-time.After(wait):
 		case <-x.ctx.Done():
@@ -512,30 +525,55 @@ func (x *execution) newMessage(role string) proto.Message {
 	}
 }
 
-// save persists m and then announces it. A storage failure is logged and the
-// run goes on: the run must still end with run.completed.
+// save records m in the session's history and queues its event with it:
+// the message and the event are written in one transaction when the run next
+// flushes.
 func (x *execution) save(m *proto.Message, typ string) {
-	ctx := context.WithoutCancel(x.ctx)
 	m.UpdatedAt = proto.Now()
-	if err := x.run.History.Save(ctx, x.r.Store, *m); err != nil {
-		x.log.Error("persist message", "message_id", m.ID, "err", err)
-		return
-	}
-	// The session moves up the list when a prompt arrives and when the run
-	// ends; touching it on every intermediate write would double the writes.
-	if m.Role == proto.RoleUser || endsRun(m) {
-		if err := x.r.Store.TouchSession(ctx, m.SessionID, m.UpdatedAt.Time); err != nil {
-			x.log.Warn("touch session", "err", err)
+	_ = x.run.History.Record(*m, func(m proto.Message) error {
+		d := workspace.Draft{Type: typ, Data: m, Message: &m}
+		// The session moves up the list when a prompt arrives and when the
+		// run ends; touching it on every intermediate write would be waste.
+		if m.Role == proto.RoleUser || endsRun(&m) {
+			d.Touch = m.UpdatedAt.Time
 		}
-	}
-	x.emit(typ, m, false)
+		x.queue(d)
+		return nil
+	})
 }
 
+// emit queues an event of the run; an ephemeral one (a delta) goes out at
+// once, with whatever was queued before it.
 func (x *execution) emit(typ string, data any, ephemeral bool) {
-	if _, err := x.run.Workspace.Emit(x.ctx, workspace.Draft{
-		Type: typ, SessionID: x.run.SessionID, RunID: x.run.ID, Data: data, Ephemeral: ephemeral,
-	}); err != nil {
-		x.log.Error("emit event", "type", typ, "err", err)
+	x.queue(workspace.Draft{Type: typ, Data: data, Ephemeral: ephemeral})
+	if ephemeral {
+		x.flush()
+	}
+}
+
+func (x *execution) queue(d workspace.Draft) {
+	d.SessionID, d.RunID = x.run.SessionID, x.run.ID
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.pending = append(x.pending, d)
+}
+
+// flush emits the queued events in one transaction and returns once they
+// are published. A run flushes whenever clients must see where it is before
+// it goes on: before it calls the model or a tool, before it waits, and when
+// it ends. Between those points its writes share one commit instead of
+// taking one each. A storage failure is logged and the run goes on: it must
+// still end with run.completed.
+func (x *execution) flush() {
+	x.mu.Lock()
+	ds := x.pending
+	x.pending = nil
+	x.mu.Unlock()
+	if len(ds) == 0 {
+		return
+	}
+	if _, err := x.run.Workspace.EmitAll(x.ctx, ds); err != nil {
+		x.log.Error("emit events", "type", ds[0].Type, "count", len(ds), "err", err)
 	}
 }
 

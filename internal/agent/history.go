@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -14,21 +13,22 @@ import (
 // does not reread and decode the whole conversation from the store: that
 // reread grew with every turn and was most of a run's CPU in long sessions.
 //
-// It stays true to the store because every message of a session is written
-// through it (runs of a session never overlap, and nothing else writes
-// messages), and a message enters it only once it is on disk. The zero value
-// is ready to use and loads from the store on first use. A nil *History
-// rereads the store every time.
+// Every message of a session is recorded through it (runs of a session never
+// overlap, and nothing else writes messages), in the order its writes are
+// queued, which is the order they reach the disk. The zero value is ready to
+// use and reads the store once, at the first Messages. A nil *History reads
+// the store every time.
 type History struct {
 	mu     sync.Mutex
 	loaded bool
-	msgs   []proto.Message
-	index  map[string]int // message id to position in msgs
+	// msgs is the conversation once loaded; before that, only the messages
+	// recorded since, which loading merges into what the store has.
+	msgs  []proto.Message
+	index map[string]int // message id to position in msgs
 }
 
-// Messages returns the session's messages, oldest first, reading them from
-// st only the first time. The slice is the caller's; the messages' parts are
-// shared and must not be changed.
+// Messages returns the session's messages, oldest first. The slice is the
+// caller's; the messages' parts are shared and must not be changed.
 func (h *History) Messages(ctx context.Context, st store.Store, sessionID string) ([]proto.Message, error) {
 	if h == nil {
 		return st.ListMessages(ctx, sessionID)
@@ -36,44 +36,53 @@ func (h *History) Messages(ctx context.Context, st store.Store, sessionID string
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.loaded {
-		msgs, err := st.ListMessages(ctx, sessionID)
+		stored, err := st.ListMessages(ctx, sessionID)
 		if err != nil {
 			return nil, err
 		}
-		h.msgs, h.index, h.loaded = msgs, make(map[string]int, len(msgs)), true
-		for i, m := range msgs {
+		// Messages recorded before the load may or may not be committed
+		// yet; either way they are newer than what the store returned.
+		recent := h.msgs
+		h.msgs, h.index = stored, make(map[string]int, len(stored)+len(recent))
+		for i, m := range stored {
 			h.index[m.ID] = i
 		}
+		for _, m := range recent {
+			h.putLocked(m)
+		}
+		h.loaded = true
 	}
-	return append([]proto.Message(nil), h.msgs...), nil
+	return slices.Clone(h.msgs), nil
 }
 
-// Save writes m to st, then records it: a new message goes last, a known one
-// is replaced in place, as the store orders them. Saves are serialized so
-// that the order in memory is the order on disk even when tool calls finish
-// side by side.
-func (h *History) Save(ctx context.Context, st store.Store, m proto.Message) error {
+// Record hands m to write, which persists it or queues it to be, and then
+// keeps it: a new message goes last, a known one is replaced in place, as the
+// store orders them. Records are serialized so that the order in memory is
+// the order of the writes even when tool calls finish side by side. When
+// write fails, m is not kept.
+func (h *History) Record(m proto.Message, write func(proto.Message) error) error {
 	if h == nil {
-		return st.PutMessage(ctx, m)
+		return write(m)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := st.PutMessage(ctx, m); err != nil {
-		// Whether the row made it is unknown: forget everything and
-		// reload from the store next time.
-		h.loaded, h.msgs, h.index = false, nil, nil
-		return fmt.Errorf("save message %s: %w", m.ID, err)
-	}
-	if !h.loaded {
-		return nil
+	if err := write(m); err != nil {
+		return err
 	}
 	// The run goes on appending to and streaming into its copy's parts.
 	m.Parts = slices.Clone(m.Parts)
+	h.putLocked(m)
+	return nil
+}
+
+func (h *History) putLocked(m proto.Message) {
+	if h.index == nil {
+		h.index = make(map[string]int)
+	}
 	if i, ok := h.index[m.ID]; ok {
 		h.msgs[i] = m
-		return nil
+		return
 	}
 	h.index[m.ID] = len(h.msgs)
 	h.msgs = append(h.msgs, m)
-	return nil
 }

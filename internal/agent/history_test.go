@@ -16,11 +16,10 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// countingStore counts history reads and can fail message writes.
+// countingStore counts history reads.
 type countingStore struct {
 	store.Store
 	reads atomic.Int32
-	fail  atomic.Bool
 }
 
 func (s *countingStore) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
@@ -28,11 +27,9 @@ func (s *countingStore) ListMessages(ctx context.Context, sessionID string) ([]p
 	return s.Store.ListMessages(ctx, sessionID)
 }
 
-func (s *countingStore) PutMessage(ctx context.Context, m proto.Message) error {
-	if s.fail.Load() {
-		return errors.New("disk full")
-	}
-	return s.Store.PutMessage(ctx, m)
+// put writes m as a run's write function would.
+func (s *countingStore) put(m proto.Message) error {
+	return s.PutMessage(context.Background(), m)
 }
 
 func newHistoryStore(t *testing.T) (*countingStore, string) {
@@ -61,7 +58,7 @@ func TestHistoryMatchesStore(t *testing.T) {
 	var h History
 
 	first := textMessage(sid, "before load")
-	require.NoError(t, h.Save(ctx, st, first))
+	require.NoError(t, h.Record(first, st.put))
 	got, err := h.Messages(ctx, st, sid)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -70,14 +67,14 @@ func TestHistoryMatchesStore(t *testing.T) {
 	for i := range 32 {
 		wg.Go(func() {
 			m := textMessage(sid, fmt.Sprint("side by side ", i))
-			require.NoError(t, h.Save(ctx, st, m))
+			require.NoError(t, h.Record(m, st.put))
 			m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: " and again"})
-			require.NoError(t, h.Save(ctx, st, m))
+			require.NoError(t, h.Record(m, st.put))
 		})
 	}
 	wg.Wait()
 	first.Parts[0].Text = "rewritten"
-	require.NoError(t, h.Save(ctx, st, first))
+	require.NoError(t, h.Record(first, st.put))
 
 	got, err = h.Messages(ctx, st, sid)
 	require.NoError(t, err)
@@ -101,32 +98,32 @@ func TestHistoryKeepsWhatWasSaved(t *testing.T) {
 	require.NoError(t, err)
 
 	m := textMessage(sid, "saved")
-	require.NoError(t, h.Save(ctx, st, m))
+	require.NoError(t, h.Record(m, st.put))
 	m.Parts[0].Text = "streamed after the save"
 	got, err := h.Messages(ctx, st, sid)
 	require.NoError(t, err)
 	require.Equal(t, "saved", got[0].Parts[0].Text)
 }
 
-// After a failed write the history no longer trusts itself and reads the
-// store again.
-func TestHistoryRereadsAfterFailedSave(t *testing.T) {
+// Messages recorded before the first read are merged with what the store
+// has, whether their writes have committed yet or not; a failed write is not
+// kept.
+func TestHistoryMergesRecordsBeforeLoad(t *testing.T) {
 	ctx := context.Background()
 	st, sid := newHistoryStore(t)
-	var h History
-	kept := textMessage(sid, "kept")
-	require.NoError(t, h.Save(ctx, st, kept))
-	_, err := h.Messages(ctx, st, sid)
-	require.NoError(t, err)
+	old := textMessage(sid, "an earlier run")
+	require.NoError(t, st.PutMessage(ctx, old))
 
-	st.fail.Store(true)
-	require.Error(t, h.Save(ctx, st, textMessage(sid, "lost")))
-	st.fail.Store(false)
+	var h History
+	committed := textMessage(sid, "committed")
+	require.NoError(t, h.Record(committed, st.put))
+	queued := textMessage(sid, "still queued")
+	require.NoError(t, h.Record(queued, func(proto.Message) error { return nil }))
+	require.Error(t, h.Record(textMessage(sid, "lost"), func(proto.Message) error { return errors.New("disk full") }))
 
 	got, err := h.Messages(ctx, st, sid)
 	require.NoError(t, err)
-	require.Equal(t, int32(2), st.reads.Load())
-	require.Equal(t, []string{kept.ID}, ids(got))
+	require.Equal(t, []string{old.ID, committed.ID, queued.ID}, ids(got))
 }
 
 func ids(msgs []proto.Message) []string {

@@ -56,6 +56,14 @@ type Event struct {
 	InHistory bool
 	// Envelope is the encoded proto.Event, exactly as sent on the stream.
 	Envelope []byte
+
+	// Message, when set, is the message the event announces. It is put (as
+	// by PutMessage) in the event's transaction, so the event is never on
+	// disk without it. Not read back.
+	Message *proto.Message
+	// Touch, when set, raises the session's UpdatedAt to it (as by
+	// TouchSession) in the event's transaction. Not read back.
+	Touch time.Time
 }
 
 // Pending is a request a parked run waits on (a permission or a client tool call).
@@ -96,6 +104,8 @@ type Store interface {
 	ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) // oldest first
 
 	AppendEvent(ctx context.Context, e Event) error
+	// AppendEvents appends the events in one transaction: all or none.
+	AppendEvents(ctx context.Context, es []Event) error
 	// WorkspaceEvents returns the workspace log's events with afterSeq < seq <= upToSeq
 	// (upToSeq <= 0: no upper bound), oldest first, at most limit (<= 0: no limit).
 	WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq, upToSeq int64, limit int) ([]Event, error)

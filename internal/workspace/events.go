@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -24,6 +25,11 @@ type Draft struct {
 	Data      any
 	// Ephemeral asks for the event not to be kept even if its type usually is.
 	Ephemeral bool
+	// Message, when set, is stored with the event in one transaction: the
+	// message the event announces (see store.Event).
+	Message *proto.Message
+	// Touch, when set, moves the session's UpdatedAt up to it with the event.
+	Touch time.Time
 }
 
 // eventLog numbers, persists and publishes a workspace's events.
@@ -36,6 +42,9 @@ type Draft struct {
 // does not have.
 type eventLog struct {
 	ws *Workspace
+
+	// reserving serializes reservations of seq blocks; it is taken before mu.
+	reserving sync.Mutex
 
 	mu       sync.Mutex
 	seq      int64 // last seq handed out
@@ -87,27 +96,85 @@ func kept(t string) bool {
 }
 
 // Emit assigns the next seq to d, persists it unless it is ephemeral, and
-// publishes it to the workspace's streams. The returned event is what clients see.
+// publishes it to the workspace's streams. It returns once the event is
+// published; the returned event is what clients see.
 func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
+	evs, err := w.EmitAll(ctx, []Draft{d})
+	if err != nil {
+		return proto.Event{}, err
+	}
+	return evs[0], nil
+}
+
+// EmitAll is Emit for several events at once: they get consecutive seqs
+// unless another emitter slips in between, are persisted in one
+// transaction (all or none), and are published in order. A run uses it to
+// write the steps that follow one another without a wait (run.started, its
+// user message, the assistant message) with one commit instead of one each.
+func (w *Workspace) EmitAll(ctx context.Context, ds []Draft) ([]proto.Event, error) {
 	// Persisting must not fail because the caller's request or run just ended:
-	// the event describes something that already happened.
+	// the events describe something that already happened.
 	ctx = context.WithoutCancel(ctx)
+	evs := make([]proto.Event, 0, len(ds))
+	var (
+		recs  []store.Event
+		slots []*slot
+		err   error
+	)
+	for _, d := range ds {
+		ev, rec, sl, nerr := w.number(ctx, d)
+		if nerr != nil {
+			err = nerr
+			break
+		}
+		evs = append(evs, ev)
+		slots = append(slots, sl)
+		if rec != nil {
+			recs = append(recs, *rec)
+		}
+	}
+	if err == nil {
+		if err = w.m.cfg.Store.AppendEvents(ctx, recs); err != nil {
+			err = fmt.Errorf("persist %s event: %w", ds[0].Type, err)
+		}
+	}
+	// Slots already numbered are released even after a failure: their seqs
+	// become gaps rather than holding back every later event.
+	for _, sl := range slots {
+		w.log.written(sl, err)
+	}
+	// Return once published, so callers can rely on their events having
+	// gone out (workspace.closing before the streams are ended, for one).
+	if n := len(slots); n > 0 {
+		<-slots[n-1].done
+	}
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// number gives d the next seq and a slot in the reorder buffer, and returns
+// the record to persist (nil for an ephemeral event).
+func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Event, *slot, error) {
 	data, err := json.Marshal(d.Data)
 	if err != nil {
-		return proto.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
+		return proto.Event{}, nil, nil, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
 	keep := kept(d.Type) && !d.Ephemeral
 	l := &w.log
 	l.mu.Lock()
-	seq := l.seq + 1
-	if seq > l.reserved {
-		next := l.reserved + seqBlock
-		if err := w.m.cfg.Store.ReserveSeq(ctx, w.ID, next); err != nil {
-			l.mu.Unlock()
-			return proto.Event{}, fmt.Errorf("reserve seqs for workspace %s: %w", w.ID, err)
+	for l.seq >= l.reserved {
+		// Never hold mu across a store call: the store's writer takes mu to
+		// publish what it committed.
+		l.mu.Unlock()
+		if err := w.reserve(ctx); err != nil {
+			return proto.Event{}, nil, nil, err
 		}
-		l.reserved = next
+		l.mu.Lock()
 	}
+	defer l.mu.Unlock()
+	seq := l.seq + 1
 	ev := proto.Event{
 		Seq:         seq,
 		Type:        d.Type,
@@ -120,40 +187,59 @@ func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
 	}
 	env, err := json.Marshal(ev)
 	if err != nil {
-		l.mu.Unlock()
-		return proto.Event{}, fmt.Errorf("encode %s envelope: %w", d.Type, err)
+		return proto.Event{}, nil, nil, fmt.Errorf("encode %s envelope: %w", d.Type, err)
 	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq
-	sl := &slot{done: make(chan struct{})}
+	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep, Data: env}}
 	l.waiting[seq] = sl
-	l.mu.Unlock()
+	if !keep {
+		return ev, nil, sl, nil
+	}
+	return ev, &store.Event{
+		Seq:         seq,
+		WorkspaceID: w.ID,
+		SessionID:   d.SessionID,
+		RunID:       d.RunID,
+		Type:        d.Type,
+		InHistory:   d.SessionID != "" && proto.InSessionHistory(d.Type),
+		Envelope:    env,
+		Message:     d.Message,
+		Touch:       d.Touch,
+	}, sl, nil
+}
 
-	if keep {
-		err = w.m.cfg.Store.AppendEvent(ctx, store.Event{
-			Seq:         seq,
-			WorkspaceID: w.ID,
-			SessionID:   d.SessionID,
-			RunID:       d.RunID,
-			Type:        d.Type,
-			InHistory:   d.SessionID != "" && proto.InSessionHistory(d.Type),
-			Envelope:    env,
-		})
+// reserve puts the next block of seqs on disk, once however many emitters
+// ran out at the same time.
+func (w *Workspace) reserve(ctx context.Context) error {
+	l := &w.log
+	l.reserving.Lock()
+	defer l.reserving.Unlock()
+	l.mu.Lock()
+	full, next := l.seq >= l.reserved, l.reserved+seqBlock
+	l.mu.Unlock()
+	if !full {
+		return nil // another emitter reserved while we waited
+	}
+	if err := w.m.cfg.Store.ReserveSeq(ctx, w.ID, next); err != nil {
+		return fmt.Errorf("reserve seqs for workspace %s: %w", w.ID, err)
 	}
 	l.mu.Lock()
+	l.reserved = next
+	l.mu.Unlock()
+	return nil
+}
+
+// written records that sl's event is persisted (or failed to be: its seq
+// becomes a gap) and publishes what is now in order.
+func (l *eventLog) written(sl *slot, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	sl.written = true
-	if err == nil {
-		sl.ev = &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep, Data: env}
+	if err != nil {
+		sl.ev = nil
 	}
 	l.flushLocked()
-	l.mu.Unlock()
-	// Return once published, so callers can rely on their event having gone
-	// out (workspace.closing before the streams are ended, for one).
-	<-sl.done
-	if err != nil {
-		return proto.Event{}, fmt.Errorf("persist %s event: %w", d.Type, err)
-	}
-	return ev, nil
 }
 
 // backlog serves the hub the persisted events its ring no longer holds.

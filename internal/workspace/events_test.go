@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/tandem-dev/tandem/internal/store"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +29,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Many goroutines emitting at once (kept and ephemeral events mixed): a
+// Many goroutines emitting at once (kept and ephemeral events mixed, one
+// at a time and in groups): a
 // stream sees every event exactly once, in strictly increasing seq order, and
 // every kept event is on disk.
 func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
@@ -62,13 +66,25 @@ func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Half the emitters emit one event at a time, half in groups.
+			var group []Draft
 			for i := range each {
-				_, err := ws.Emit(ctx, Draft{
+				d := Draft{
 					Type: proto.EventSessionLog, SessionID: "s",
 					Data:      proto.SessionLog{Level: "info", Message: fmt.Sprintf("%d/%d", g, i)},
 					Ephemeral: i%3 == 0,
-				})
-				assert.NoError(t, err)
+				}
+				if g%2 == 0 {
+					_, err := ws.Emit(ctx, d)
+					assert.NoError(t, err)
+					continue
+				}
+				if group = append(group, d); len(group) == 5 || i == each-1 {
+					evs, err := ws.EmitAll(ctx, group)
+					assert.NoError(t, err)
+					assert.Len(t, evs, len(group))
+					group = nil
+				}
 			}
 		}()
 	}
@@ -107,4 +123,54 @@ func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
 		}
 	}
 	assert.Equal(t, emitters*(each-(each+2)/3), n, "every kept event is on disk, no ephemeral one")
+}
+
+// failingStore fails appends while fail is set.
+type failingStore struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *failingStore) AppendEvents(ctx context.Context, es []store.Event) error {
+	if s.fail.Load() {
+		return errors.New("disk full")
+	}
+	return s.Store.AppendEvents(ctx, es)
+}
+
+// A group that fails to persist is published as nothing at all, and its
+// seqs become gaps rather than holding back the events after it.
+func TestFailedGroupLeavesGaps(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
+	require.NoError(t, err)
+	defer db.Close()
+	st := &failingStore{Store: db}
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	m := NewManager(Config{Store: st, Hub: h, CreateGrace: time.Minute, DetachGrace: time.Minute})
+	defer m.Shutdown(ctx)
+	ws, _, err := m.Open(ctx, t.TempDir())
+	require.NoError(t, err)
+
+	log := func(msg string, ephemeral bool) Draft {
+		return Draft{Type: proto.EventSessionLog, SessionID: "s", Data: proto.SessionLog{Level: "info", Message: msg}, Ephemeral: ephemeral}
+	}
+	first, err := ws.Emit(ctx, log("before", false))
+	require.NoError(t, err)
+	st.fail.Store(true)
+	_, err = ws.EmitAll(ctx, []Draft{log("lost", false), log("lost too", true)})
+	require.ErrorContains(t, err, "disk full")
+	st.fail.Store(false)
+	after, err := ws.Emit(ctx, log("after", false))
+	require.NoError(t, err)
+	require.Equal(t, first.Seq+3, after.Seq, "the failed group's seqs are not reused")
+
+	kept, err := db.WorkspaceEvents(ctx, ws.ID, first.Seq-1, 0, 0)
+	require.NoError(t, err)
+	var got []int64
+	for _, e := range kept {
+		got = append(got, e.Seq)
+	}
+	require.Equal(t, []int64{first.Seq, after.Seq}, got)
 }

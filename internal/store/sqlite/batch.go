@@ -14,12 +14,20 @@ const maxBatch = 256
 // errClosed is returned for writes submitted after Close.
 var errClosed = errors.New("store is closed")
 
-// stmt is one single-statement write waiting for the group commit.
-type stmt struct {
+// unit is one write waiting for the group commit: its statements run in
+// order, in the same transaction, and succeed or fail together.
+type unit struct {
 	ctx   context.Context
+	stmts []stmt
+	// done gets the outcome, with the result of the last statement; it runs
+	// on the batcher's goroutine.
+	done func(stmtResult)
+}
+
+// stmt is one statement of a unit.
+type stmt struct {
 	query string
 	args  []any
-	done  chan stmtResult
 }
 
 type stmtResult struct {
@@ -27,65 +35,77 @@ type stmtResult struct {
 	err error
 }
 
-// batcher commits the hot single-statement writes (events, messages,
-// touches, pending rows) in groups: whatever is queued when the writer gets
-// to it goes into one transaction. Under load that turns N commits into one,
-// which is what keeps a prompt's 202 from queueing behind the writes of
-// every run in flight. Each write still returns only after its commit.
+// batcher commits the hot small writes (events, messages, touches, pending
+// rows) in groups: whatever is queued when the writer gets to it goes into
+// one transaction. Under load that turns N commits into one, which is what
+// keeps a prompt's 202 from queueing behind the writes of every run in
+// flight. Units commit in the order they were queued.
 type batcher struct {
 	w     *sql.DB
 	stmts *stmtCache
-	queue chan *stmt
+	queue chan *unit
 	quit  chan struct{}
 	done  chan struct{}
 }
 
 func newBatcher(w *sql.DB) *batcher {
-	b := &batcher{w: w, stmts: &stmtCache{db: w}, queue: make(chan *stmt, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	b := &batcher{w: w, stmts: &stmtCache{db: w}, queue: make(chan *unit, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
 	go b.run()
 	return b
 }
 
 // exec queues one statement and waits for its commit.
 func (b *batcher) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	s := &stmt{ctx: ctx, query: query, args: args, done: make(chan stmtResult, 1)}
-	select {
-	case b.queue <- s:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-b.quit:
-		return nil, errClosed
+	return b.submitWait(ctx, []stmt{{query, args}})
+}
+
+// submitWait queues the statements as one unit and waits for its commit.
+func (b *batcher) submitWait(ctx context.Context, stmts []stmt) (sql.Result, error) {
+	out := make(chan stmtResult, 1)
+	if err := b.submit(ctx, &unit{ctx: ctx, stmts: stmts, done: func(r stmtResult) { out <- r }}); err != nil {
+		return nil, err
 	}
-	// Once queued the statement is the batcher's: waiting for its outcome,
-	// even past ctx, keeps the caller from reporting a failure for a write
-	// that then commits.
-	r := <-s.done
+	// Once queued the unit is the batcher's: waiting for its outcome, even
+	// past ctx, keeps the caller from reporting a failure for a write that
+	// then commits.
+	r := <-out
 	return r.res, r.err
+}
+
+func (b *batcher) submit(ctx context.Context, u *unit) error {
+	select {
+	case b.queue <- u:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.quit:
+		return errClosed
+	}
 }
 
 func (b *batcher) run() {
 	defer close(b.done)
 	for {
-		var first *stmt
+		var first *unit
 		select {
 		case first = <-b.queue:
 		case <-b.quit:
 			// Writes queued before Close still commit.
 			for {
 				select {
-				case s := <-b.queue:
-					b.commit([]*stmt{s})
+				case u := <-b.queue:
+					b.commit([]*unit{u})
 				default:
 					return
 				}
 			}
 		}
-		batch := []*stmt{first}
+		batch := []*unit{first}
 	fill:
 		for len(batch) < maxBatch {
 			select {
-			case s := <-b.queue:
-				batch = append(batch, s)
+			case u := <-b.queue:
+				batch = append(batch, u)
 			default:
 				break fill
 			}
@@ -94,34 +114,36 @@ func (b *batcher) run() {
 	}
 }
 
-// commit runs the batch in one transaction. If any statement fails, the
-// transaction is rolled back and each statement is retried on its own, so
-// one bad write (a duplicate seq) never fails its neighbours.
-func (b *batcher) commit(batch []*stmt) {
+// commit runs the batch in one transaction. If any unit fails, the
+// transaction is rolled back and each unit is retried on its own, so one bad
+// write (a duplicate seq) never fails its neighbours.
+func (b *batcher) commit(batch []*unit) {
 	live := batch[:0:0]
-	for _, s := range batch {
-		if err := s.ctx.Err(); err != nil {
-			s.done <- stmtResult{err: err}
+	for _, u := range batch {
+		if err := u.ctx.Err(); err != nil {
+			u.done(stmtResult{err: err})
 			continue
 		}
-		live = append(live, s)
-	}
-	if len(live) == 0 {
-		return
+		live = append(live, u)
 	}
 	// Prepare outside the transaction: the writer has one connection, and
 	// preparing on the pool while the transaction holds it would wait forever.
-	for _, s := range live {
-		if _, err := b.stmts.get(context.Background(), s.query); err != nil {
-			s.done <- stmtResult{err: err}
-			s.query = ""
+	live = slices.DeleteFunc(live, func(u *unit) bool {
+		for _, s := range u.stmts {
+			if _, err := b.stmts.get(context.Background(), s.query); err != nil {
+				u.done(stmtResult{err: err})
+				return true
+			}
 		}
+		return false
+	})
+	if len(live) == 0 {
+		return
 	}
-	live = slices.DeleteFunc(live, func(s *stmt) bool { return s.query == "" })
 	results := make([]stmtResult, len(live))
 	err := inTx(context.Background(), b.w, func(tx *sql.Tx) error {
-		for i, s := range live {
-			res, err := b.execIn(tx, s)
+		for i, u := range live {
+			res, err := b.execIn(tx, u)
 			if err != nil {
 				return err
 			}
@@ -130,34 +152,41 @@ func (b *batcher) commit(batch []*stmt) {
 		return nil
 	})
 	if err == nil {
-		for i, s := range live {
-			s.done <- results[i]
+		for i, u := range live {
+			u.done(results[i])
 		}
 		return
 	}
 	if len(live) == 1 {
-		live[0].done <- stmtResult{err: err}
+		live[0].done(stmtResult{err: err})
 		return
 	}
-	for _, s := range live {
+	for _, u := range live {
 		var res sql.Result
 		err := inTx(context.Background(), b.w, func(tx *sql.Tx) error {
 			var err error
-			res, err = b.execIn(tx, s)
+			res, err = b.execIn(tx, u)
 			return err
 		})
-		s.done <- stmtResult{res: res, err: err}
+		u.done(stmtResult{res: res, err: err})
 	}
 }
 
-// execIn runs s in tx through its cached statement (prepared by commit); the
-// writer has a single connection, so it is already prepared on the tx's.
-func (b *batcher) execIn(tx *sql.Tx, s *stmt) (sql.Result, error) {
-	ps, ok := b.stmts.m.Load(s.query)
-	if !ok {
-		return tx.Exec(s.query, s.args...)
+// execIn runs u's statements in tx through their cached statements
+// (prepared by commit); the writer has a single connection, so they are
+// already prepared on the tx's.
+func (b *batcher) execIn(tx *sql.Tx, u *unit) (res sql.Result, err error) {
+	for _, s := range u.stmts {
+		if ps, ok := b.stmts.m.Load(s.query); ok {
+			res, err = tx.Stmt(ps.(*sql.Stmt)).Exec(s.args...)
+		} else {
+			res, err = tx.Exec(s.query, s.args...)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return tx.Stmt(ps.(*sql.Stmt)).Exec(s.args...)
+	return res, nil
 }
 
 // close commits what is queued and stops the batcher.

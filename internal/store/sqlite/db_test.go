@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -136,9 +137,50 @@ func TestMigrationsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		var n int
 		require.NoError(t, db2.reader.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
-		require.Equal(t, 1, n)
+		names, err := fs.Glob(migrationsFS, "migrations/*.sql")
+		require.NoError(t, err)
+		require.Equal(t, len(names), n)
 		require.NoError(t, db2.Close())
 	}
+}
+
+// A database from before the message count column gets it filled in from
+// the messages it already has, and the count follows later writes.
+func TestMessageCountBackfilled(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+	mustSession(t, db, "w", "empty", t0)
+	for _, id := range []string{"m1", "m2"} {
+		require.NoError(t, db.PutMessage(ctx, msg(id, "s", id)))
+	}
+	// Undo migration 0002 to get the schema as 0001 left it.
+	for _, q := range []string{
+		`DROP TRIGGER messages_count_insert`,
+		`DROP TRIGGER messages_count_delete`,
+		`ALTER TABLE sessions DROP COLUMN message_count`,
+		`DELETE FROM schema_migrations WHERE version = '0002_message_count.sql'`,
+	} {
+		_, err := db.writer.Exec(q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, db.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer db.Close()
+	s, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, 2, s.MessageCount)
+	e, err := db.GetSession(ctx, "w", "empty")
+	require.NoError(t, err)
+	require.Equal(t, 0, e.MessageCount)
+	require.NoError(t, db.PutMessage(ctx, msg("m3", "s", "m3")))
+	require.NoError(t, db.PutMessage(ctx, msg("m1", "s", "m1 again")))
+	s, err = db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, 3, s.MessageCount)
 }
 
 func TestMigrationUnknownToBinary(t *testing.T) {
@@ -364,6 +406,49 @@ func TestMessages(t *testing.T) {
 	bad := msg("bad", "s", "")
 	bad.Parts = []proto.Part{{Type: "bogus"}}
 	require.ErrorContains(t, db.PutMessage(ctx, bad), "put message bad")
+}
+
+// Events appended together, with the messages and the touch they carry, are
+// written all or none: one bad event leaves no trace of the others.
+func TestAppendEventsAllOrNone(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "s", 2, true)))
+
+	withMessage := func(seq int64, m proto.Message) store.Event {
+		e := ev("w", "s", seq, true)
+		e.Message = &m
+		e.Touch = at(time.Hour)
+		return e
+	}
+	m1, m2 := msg("m1", "s", "one"), msg("m2", "s", "two")
+	err := db.AppendEvents(ctx, []store.Event{withMessage(1, m1), withMessage(2, m2)})
+	require.ErrorIs(t, err, store.ErrExists, "seq 2 is taken")
+	msgs, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	evs, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, seqs(evs))
+	sess, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, t0, sess.UpdatedAt)
+	require.Zero(t, sess.MessageCount)
+
+	m1.Parts = m1.Parts[:1]
+	require.NoError(t, db.AppendEvents(ctx, []store.Event{withMessage(3, m1), withMessage(4, m2)}))
+	msgs, err = db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{m1, m2}, msgs)
+	evs, err = db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3, 4}, seqs(evs))
+	sess, err = db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, at(time.Hour), sess.UpdatedAt)
+	require.Equal(t, 2, sess.MessageCount)
 }
 
 func TestEvents(t *testing.T) {

@@ -21,20 +21,61 @@ func scanEvent(s scanner) (store.Event, error) {
 // AppendEvent implements store.Store. A seq already used in the workspace
 // yields store.ErrExists: seqs are handed out once and never rewritten.
 func (db *DB) AppendEvent(ctx context.Context, e store.Event) error {
+	return db.AppendEvents(ctx, []store.Event{e})
+}
+
+// AppendEvents implements store.Store. The events are one unit of the group
+// commit, so they share its transaction with other writers' units.
+func (db *DB) AppendEvents(ctx context.Context, es []store.Event) error {
+	if len(es) == 0 {
+		return nil
+	}
+	var stmts []stmt
+	for _, e := range es {
+		s, err := eventStmts(e)
+		if err != nil {
+			return eventError(e, err)
+		}
+		stmts = append(stmts, s...)
+	}
+	_, err := db.batch.submitWait(ctx, stmts)
+	return eventError(es[0], err)
+}
+
+// eventStmts are the statements that write e, with the message and the
+// touch it carries.
+func eventStmts(e store.Event) ([]stmt, error) {
 	env := e.Envelope
 	if env == nil {
 		env = []byte{} // the driver binds a nil slice as NULL
 	}
-	_, err := db.batch.exec(ctx,
-		`INSERT INTO events (`+eventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env)
-	if err != nil {
-		if isUniqueViolation(err) {
-			return fmt.Errorf("append event %s/%d: %w: %w", e.WorkspaceID, e.Seq, store.ErrExists, err)
+	var stmts []stmt
+	if e.Message != nil {
+		s, err := putMessageStmt(*e.Message)
+		if err != nil {
+			return nil, err
 		}
+		stmts = append(stmts, s)
+	}
+	if !e.Touch.IsZero() {
+		stmts = append(stmts, touchStmt(e.SessionID, e.Touch))
+	}
+	return append(stmts, stmt{
+		`INSERT INTO events (` + eventCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		[]any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env},
+	}), nil
+}
+
+// eventError wraps err, naming the (first) event it is about.
+func eventError(e store.Event, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isUniqueViolation(err):
+		return fmt.Errorf("append event %s/%d: %w: %w", e.WorkspaceID, e.Seq, store.ErrExists, err)
+	default:
 		return fmt.Errorf("append event %s/%d: %w", e.WorkspaceID, e.Seq, err)
 	}
-	return nil
 }
 
 // WorkspaceEvents implements store.Store. An open upper bound becomes

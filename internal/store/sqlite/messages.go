@@ -11,18 +11,28 @@ import (
 // PutMessage implements store.Store. ON CONFLICT DO UPDATE rewrites the row in
 // place, so ord (and with it the message's position) is kept; INSERT OR
 // REPLACE would delete and reinsert, moving the message to the end.
+// A message stays in the session it was first put in: the update leaves
+// session_id alone, which is what keeps the sessions' message counts exact.
 func (db *DB) PutMessage(ctx context.Context, m proto.Message) error {
-	data, err := json.Marshal(m)
+	s, err := putMessageStmt(m)
+	if err == nil {
+		_, err = db.batch.submitWait(ctx, []stmt{s})
+	}
 	if err != nil {
 		return fmt.Errorf("put message %s: %w", m.ID, err)
 	}
-	if _, err := db.batch.exec(ctx, `
-		INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data`,
-		m.ID, m.SessionID, string(data)); err != nil {
-		return fmt.Errorf("put message %s: %w", m.ID, err)
-	}
 	return nil
+}
+
+func putMessageStmt(m proto.Message) (stmt, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return stmt{}, err
+	}
+	return stmt{`
+		INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET data = excluded.data`,
+		[]any{m.ID, m.SessionID, string(data)}}, nil
 }
 
 // ListMessages implements store.Store.

@@ -11,11 +11,11 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-// sessionCols computes MessageCount on read so it can never drift from the
-// messages table.
+// sessionCols reads MessageCount from the column the messages table's
+// triggers keep (migration 0002), so reading a session costs the same
+// however long its conversation is.
 const sessionCols = `s.id, s.workspace_id, s.title, s.model, s.reasoning_effort, s.config,
-	s.created_at, s.updated_at,
-	(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)`
+	s.created_at, s.updated_at, s.message_count`
 
 func scanSession(sc scanner) (store.Session, error) {
 	var (
@@ -134,8 +134,7 @@ func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
 
 // TouchSession implements store.Store.
 func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
-	res, err := db.batch.exec(ctx,
-		`UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`, toMicros(at), id)
+	res, err := db.batch.submitWait(ctx, []stmt{touchStmt(id, at)})
 	if err != nil {
 		return fmt.Errorf("touch session %s: %w", id, err)
 	}
@@ -145,4 +144,8 @@ func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
 		return fmt.Errorf("touch session %s: %w", id, store.ErrNotFound)
 	}
 	return nil
+}
+
+func touchStmt(id string, at time.Time) stmt {
+	return stmt{`UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`, []any{toMicros(at), id}}
 }
