@@ -97,6 +97,12 @@ type run struct {
 	revive   string
 	announce bool
 
+	// session is the session as read when the run was accepted, and changes
+	// the count of settings changes before that read (session.Changes); nil
+	// for a revived run.
+	session *store.Session
+	changes uint64
+
 	canceled atomic.Bool
 	// cancel stops the run once started; guarded by sessionRuns.mu.
 	cancel context.CancelFunc
@@ -148,6 +154,8 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err := validatePrompt(req); err != nil {
 		return proto.PromptAccepted{}, err
 	}
+	// Counted before the read, so a change racing with it is seen as one.
+	changes := c.cfg.Sessions.Changes()
 	_, sess, err := c.cfg.Sessions.Lookup(ctx, ws.ID, req.SessionID)
 	if err != nil {
 		return proto.PromptAccepted{}, err
@@ -159,7 +167,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	r := &run{id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts}
+	r := &run{id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts, session: &sess, changes: changes}
 	state, position, err := c.accept(ctx, ws, sess.ID, r)
 	if err != nil {
 		return proto.PromptAccepted{}, err
@@ -287,7 +295,22 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		Revive:      r.revive,
 		Announce:    r.announce,
 	}
-	sess, err := c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id)
+	// The session as accepted is current unless some session's settings
+	// changed since: then, and only then, it is read again.
+	changes := r.changes
+	read := func() (store.Session, error) {
+		changes = c.cfg.Sessions.Changes()
+		return c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id)
+	}
+	var (
+		sess store.Session
+		err  error
+	)
+	if r.session != nil && changes == c.cfg.Sessions.Changes() {
+		sess = *r.session
+	} else {
+		sess, err = read()
+	}
 	if err != nil {
 		// Deleted under us: the run still ends properly, as canceled.
 		c.log.Warn("run of a missing session", "session_id", sr.id, "err", err)
@@ -296,7 +319,10 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 	} else {
 		c.configure(ar, sess)
 		ar.Refresh = func(ar *agent.Run) {
-			if sess, err := c.cfg.Store.GetSession(context.WithoutCancel(ctx), sr.ws.ID, sr.id); err == nil {
+			if changes == c.cfg.Sessions.Changes() {
+				return
+			}
+			if sess, err := read(); err == nil {
 				c.configure(ar, sess)
 			}
 		}

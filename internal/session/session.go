@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -72,6 +73,8 @@ type Service struct {
 
 	// writeMu serializes read-modify-write updates of stored sessions.
 	writeMu sync.Mutex
+	// changes counts the updates of sessions' settings (see Changes).
+	changes atomic.Uint64
 
 	mu      sync.Mutex
 	runtime Runtime
@@ -81,6 +84,12 @@ type Service struct {
 	// attached_clients can count the ones still attached.
 	members map[string]map[string]struct{}
 }
+
+// Changes counts the changes to any session's settings (model, provider and
+// its key, system message, tools, title). A run that read its session's
+// settings, and later finds the count unchanged, still has them current:
+// it need not read the session again before each model step.
+func (s *Service) Changes() uint64 { return s.changes.Load() }
 
 // NewService returns a Service; SetRuntime wires the coordinator in later.
 func NewService(cfg Config) *Service {

@@ -107,6 +107,7 @@ func (s *Service) update(ctx context.Context, wsID, sessionID string, change fun
 	if err := s.cfg.Store.UpdateSession(ctx, rec); err != nil {
 		return nil, store.Session{}, fmt.Errorf("update session %s: %w", rec.ID, err)
 	}
+	s.changes.Add(1)
 	return ws, rec, nil
 }
 
@@ -144,5 +145,8 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 		s.keys[rec.ID] = p.APIKey
 	}
 	s.mu.Unlock()
+	// Again, now that the key is in place: a run that read the settings
+	// in between has the new provider with the old key.
+	s.changes.Add(1)
 	return nil
 }
