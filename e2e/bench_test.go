@@ -27,7 +27,7 @@ func benchServer(b *testing.B) (*server.Server, string, *http.Client, func()) {
 }
 
 // benchServerTimed is benchServer that also times, inside the server, the
-// handling of every prompt: from the handler's start to its return, which
+// handling of every prompt (and log line): from the handler's start to its return, which
 // leaves out what the network and the OS add before and after.
 func benchServerTimed(b *testing.B) (*server.Server, string, *http.Client, *handlerTimes, func()) {
 	b.Helper()
@@ -38,7 +38,7 @@ func benchServerTimed(b *testing.B) (*server.Server, string, *http.Client, *hand
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h.ServeHTTP(w, r)
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/agent") {
+		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/agent") || strings.HasSuffix(r.URL.Path, "/log")) {
 			times.add(time.Since(start))
 		}
 	}))
@@ -176,6 +176,24 @@ func BenchmarkPromptAcceptedInProcess(b *testing.B) {
 
 var promptIntervals = []time.Duration{500 * time.Millisecond, 200 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond}
 
+// BenchmarkCommitFloor is BenchmarkPromptAccepted's floor on this machine:
+// the same posters and loads on the cheapest route that commits before it
+// answers (POST .../sessions/{sid}/log, one kept event), and no run after
+// it. Run it in the same invocation to compare.
+func BenchmarkCommitFloor(b *testing.B) {
+	for _, every := range promptIntervals[:2] {
+		b.Run(fmt.Sprintf("offered=%d/s", int(64*time.Second/every)), func(b *testing.B) {
+			benchPosts(b, every, postFromProcess, func(base, wsID string) posterJob {
+				return posterJob{
+					URL:    base + "/v1/workspaces/" + wsID + "/sessions/{session}/log",
+					Body:   `{"level": "info", "message": "hi"}`,
+					Status: http.StatusOK,
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkPromptAcceptedSaturated posts as fast as the server answers
 // (closed loop, 64 in flight, posters in another process): its latency is
 // 64 divided by the throughput, which it reports as prompts/s.
@@ -184,11 +202,19 @@ func BenchmarkPromptAcceptedSaturated(b *testing.B) {
 }
 
 func benchPrompts(b *testing.B, every time.Duration, post func(posterJob) ([]time.Duration, error)) {
+	benchPosts(b, every, post, promptJob)
+}
+
+// benchPosts runs 64 posters, each on its own session, against one server
+// and reports the latencies seen by the clients and, inside the server, by
+// the handler.
+func benchPosts(b *testing.B, every time.Duration, post func(posterJob) ([]time.Duration, error), route func(base, wsID string) posterJob) {
 	_, base, client, inServer, cleanup := benchServerTimed(b)
 	defer cleanup()
 	const posters = 64
 	wsID := benchWorkspace(b, client, base)
-	job := posterJob{URL: base + "/v1/workspaces/" + wsID + "/agent", Token: testToken, N: b.N, Every: every}
+	job := route(base, wsID)
+	job.Token, job.N, job.Every = testToken, b.N, every
 	for range posters {
 		status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/sessions", map[string]any{})
 		require.Equal(b, http.StatusCreated, status, "%s", raw)
@@ -198,8 +224,10 @@ func benchPrompts(b *testing.B, every time.Duration, post func(posterJob) ([]tim
 	}
 	b.ResetTimer()
 	began := time.Now()
+	cpu := processCPU()
 	lat, err := post(job)
 	elapsed := time.Since(began)
+	cpu = processCPU() - cpu
 	b.StopTimer()
 	require.NoError(b, err)
 	require.Len(b, lat, b.N)
@@ -210,6 +238,9 @@ func benchPrompts(b *testing.B, every time.Duration, post func(posterJob) ([]tim
 	p50, p99 = percentiles(inServer.take())
 	b.ReportMetric(float64(p50.Microseconds()), "server-p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "server-p99-µs")
+	// With the posters in another process this is the server's CPU alone:
+	// the accept and the whole run that follows it.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "cpu-µs/op")
 }
 
 // BenchmarkCancelToCompleted measures the time from a cancel's request to

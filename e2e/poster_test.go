@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,15 +19,27 @@ import (
 // as JSON.
 const posterEnv = "TANDEM_E2E_POSTER"
 
-// posterJob is the work of the prompt posters: len(Sessions) posters, one
-// per session, post N prompts between them, each poster every Every (0: as
+// posterJob is the work of the posters: len(Sessions) posters, one per
+// session, post N requests between them, each poster every Every (0: as
 // fast as the server answers).
 type posterJob struct {
-	URL      string // the agent route
-	Token    string
-	Sessions []string
-	N        int
-	Every    time.Duration
+	// URL and Body are the request; "{session}" in either stands for the
+	// poster's session id.
+	URL, Body string
+	Status    int // the answer expected
+	Token     string
+	Sessions  []string
+	N         int
+	Every     time.Duration
+}
+
+// promptJob posts prompts to the workspace's agent route.
+func promptJob(base, wsID string) posterJob {
+	return posterJob{
+		URL:    base + "/v1/workspaces/" + wsID + "/agent",
+		Body:   `{"session_id": "{session}", "prompt": "hi"}`,
+		Status: http.StatusAccepted,
+	}
 }
 
 // postPrompts runs the job's posters and returns each 202's latency as the
@@ -42,7 +55,8 @@ func postPrompts(client *http.Client, job posterJob) ([]time.Duration, error) {
 	began := time.Now()
 	for p, sid := range job.Sessions {
 		wg.Go(func() {
-			body, _ := json.Marshal(map[string]string{"session_id": sid, "prompt": "hi"})
+			url := strings.ReplaceAll(job.URL, "{session}", sid)
+			body := []byte(strings.ReplaceAll(job.Body, "{session}", sid))
 			mine := make([]time.Duration, 0, job.N/len(job.Sessions)+1)
 			due := began.Add(job.Every * time.Duration(p) / time.Duration(len(job.Sessions)))
 			var err error
@@ -52,7 +66,7 @@ func postPrompts(client *http.Client, job posterJob) ([]time.Duration, error) {
 					due = due.Add(job.Every)
 				}
 				start := time.Now()
-				err = postOnce(client, job, body)
+				err = postOnce(client, url, job, body)
 				mine = append(mine, time.Since(start))
 			}
 			mu.Lock()
@@ -67,8 +81,8 @@ func postPrompts(client *http.Client, job posterJob) ([]time.Duration, error) {
 	return lat, errors.Join(errs...)
 }
 
-func postOnce(client *http.Client, job posterJob, body []byte) error {
-	req, _ := http.NewRequest("POST", job.URL, bytes.NewReader(body))
+func postOnce(client *http.Client, url string, job posterJob, body []byte) error {
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+job.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
@@ -78,8 +92,8 @@ func postOnce(client *http.Client, job posterJob, body []byte) error {
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("prompt: %d %s", resp.StatusCode, buf.Bytes())
+	if resp.StatusCode != job.Status {
+		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, buf.Bytes())
 	}
 	return nil
 }

@@ -532,9 +532,10 @@ func (x *execution) save(m *proto.Message, typ string) {
 	m.UpdatedAt = proto.Now()
 	_ = x.run.History.Record(*m, func(m proto.Message) error {
 		d := workspace.Draft{Type: typ, Data: m, Message: &m}
-		// The session moves up the list when a prompt arrives and when the
-		// run ends; touching it on every intermediate write would be waste.
-		if m.Role == proto.RoleUser || endsRun(&m) {
+		// The session moves up the list when a prompt is accepted (the
+		// coordinator's commit) and when the run ends; touching it on every
+		// intermediate write would be waste.
+		if endsRun(&m) {
 			d.Touch = m.UpdatedAt.Time
 		}
 		x.queue(d)

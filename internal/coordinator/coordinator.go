@@ -102,6 +102,9 @@ type run struct {
 	// for a revived run.
 	session *store.Session
 	changes uint64
+	// name asks the run to title its untitled session after the prompt; it
+	// is done when the run starts, off the 202's path.
+	name bool
 
 	canceled atomic.Bool
 	// cancel stops the run once started; guarded by sessionRuns.mu.
@@ -167,7 +170,10 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	r := &run{id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts, session: &sess, changes: changes}
+	r := &run{
+		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
+		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle,
+	}
 	state, position, err := c.accept(ctx, ws, sess.ID, r)
 	if err != nil {
 		return proto.PromptAccepted{}, err
@@ -175,17 +181,13 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if req.ClientID != "" {
 		c.cfg.Sessions.Join(sess.ID, req.ClientID)
 	}
-	if sess.Title == session.DefaultTitle {
-		if err := c.cfg.Sessions.NameFromPrompt(ctx, ws.ID, sess.ID, req.Prompt); err != nil {
-			c.log.Warn("name session", "session_id", sess.ID, "err", err)
-		}
-	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }
 
 // accept records run.accepted and queues r. The event is on disk before the
 // 202 and before the run can start, and emitted under the session lock so
-// accepted events come in queue order.
+// accepted events come in queue order. The same commit moves the session to
+// the top of the list: that is all the 202 waits for.
 func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessionID string, r *run) (state string, position int, err error) {
 	sr := c.session(ws, sessionID)
 	sr.mu.Lock()
@@ -196,7 +198,8 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
-		Data: proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt},
+		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt},
+		Touch: time.Now(),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
 	}
@@ -294,6 +297,11 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		Canceled:    r.canceled.Load,
 		Revive:      r.revive,
 		Announce:    r.announce,
+	}
+	if r.name {
+		if err := c.cfg.Sessions.NameFromPrompt(context.WithoutCancel(ctx), sr.ws.ID, sr.id, r.prompt); err != nil {
+			c.log.Warn("name session", "session_id", sr.id, "err", err)
+		}
 	}
 	// The session as accepted is current unless some session's settings
 	// changed since: then, and only then, it is read again.
