@@ -132,6 +132,11 @@ func dsn(absPath string, readOnly bool) string {
 		// Checkpoints (which fsync) run on their own connection in the
 		// background, not inside whichever commit crosses the threshold.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
+		// Under a steady stream of commits the background checkpoints cannot
+		// rewind the WAL (frames keep arriving during each), so it grows
+		// until the load pauses; when it is rewound, the next commit
+		// truncates the file back to this size instead of keeping it large.
+		q.Add("_pragma", "journal_size_limit(67108864)")
 	}
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(absPath), RawQuery: q.Encode()}
 	return u.String()
