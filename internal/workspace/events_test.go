@@ -29,21 +29,33 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Many goroutines emitting at once (kept and ephemeral events mixed, one
-// at a time and in groups): a
-// stream sees every event exactly once, in strictly increasing seq order, and
-// every kept event is on disk.
-func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
+// openWorkspace opens a workspace over a fresh database; wrap, when set,
+// wraps the database as the workspace's store.
+func openWorkspace(t *testing.T, wrap func(store.Store) store.Store) (*Workspace, *sqlite.DB) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
 	require.NoError(t, err)
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
+	var st store.Store = db
+	if wrap != nil {
+		st = wrap(db)
+	}
 	h := hub.New(hub.Config{})
-	defer h.Close()
-	m := NewManager(Config{Store: db, Hub: h, CreateGrace: time.Minute, DetachGrace: time.Minute})
-	defer m.Shutdown(ctx)
+	t.Cleanup(h.Close)
+	m := NewManager(Config{Store: st, Hub: h, CreateGrace: time.Minute, DetachGrace: time.Minute})
+	t.Cleanup(func() { m.Shutdown(ctx) })
 	ws, _, err := m.Open(ctx, t.TempDir())
 	require.NoError(t, err)
+	return ws, db
+}
+
+// Many goroutines emitting at once (kept and ephemeral events mixed, one at
+// a time and in groups): a stream sees every event exactly once, in strictly
+// increasing seq order, and every kept event is on disk.
+func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
+	ctx := context.Background()
+	ws, db := openWorkspace(t, nil)
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Stream(r.Context(), w, StreamOptions{ClientID: r.URL.Query().Get("c")})
@@ -142,16 +154,8 @@ func (s *failingStore) AppendEvents(ctx context.Context, es []store.Event) error
 // seqs become gaps rather than holding back the events after it.
 func TestFailedGroupLeavesGaps(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
-	require.NoError(t, err)
-	defer db.Close()
-	st := &failingStore{Store: db}
-	h := hub.New(hub.Config{})
-	defer h.Close()
-	m := NewManager(Config{Store: st, Hub: h, CreateGrace: time.Minute, DetachGrace: time.Minute})
-	defer m.Shutdown(ctx)
-	ws, _, err := m.Open(ctx, t.TempDir())
-	require.NoError(t, err)
+	st := &failingStore{}
+	ws, db := openWorkspace(t, func(db store.Store) store.Store { st.Store = db; return st })
 
 	log := func(msg string, ephemeral bool) Draft {
 		return Draft{Type: proto.EventSessionLog, SessionID: "s", Data: proto.SessionLog{Level: "info", Message: msg}, Ephemeral: ephemeral}
