@@ -131,14 +131,14 @@ func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 		res = x.execute()
 	}
 	if res.Suspended {
-		x.flush()
+		x.settle()
 		x.log.Info("run suspended")
 		return res
 	}
 	x.emit(proto.EventRunCompleted, proto.RunCompleted{
 		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
 	}, false)
-	x.flush()
+	x.settle()
 	return res
 }
 
@@ -160,10 +160,21 @@ type execution struct {
 	userID string
 
 	// pending are the run's events not yet emitted (see flush); tool calls
-	// add to it side by side.
-	mu      sync.Mutex
-	pending []workspace.Draft
+	// add to it side by side. linger, when set, flushes them soon (see
+	// eventLinger); lingering counts its callback until it has returned.
+	mu        sync.Mutex
+	pending   []workspace.Draft
+	linger    *time.Timer
+	lingering sync.WaitGroup
+	// flushing keeps flushes whole, so events are numbered in the order
+	// the run queued them even when tool calls flush side by side.
+	flushing sync.Mutex
 }
+
+// eventLinger is how long a run's events may wait to share one commit while
+// it streams: a fast model's whole step then costs one commit, and a slow
+// one's deltas go out in batches no more than this late.
+const eventLinger = 5 * time.Millisecond
 
 // stopped reports whether the run must end as canceled.
 func (x *execution) stopped() bool {
@@ -352,7 +363,8 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		retries = 0
 	}
 	for attempt := 0; ; attempt++ {
-		x.flush()
+		// The run's progress so far goes out while the model thinks.
+		x.soon()
 		req, err := x.request()
 		if err != nil {
 			return provider.Response{}, err
@@ -543,13 +555,43 @@ func (x *execution) save(m *proto.Message, typ string) {
 	})
 }
 
-// emit queues an event of the run; an ephemeral one (a delta) goes out at
-// once, with whatever was queued before it.
+// emit queues an event of the run; an ephemeral one (a delta) goes out
+// within eventLinger, with whatever was queued before it.
 func (x *execution) emit(typ string, data any, ephemeral bool) {
 	x.queue(workspace.Draft{Type: typ, Data: data, Ephemeral: ephemeral})
 	if ephemeral {
-		x.flush()
+		x.soon()
 	}
+}
+
+// soon flushes the queued events within eventLinger.
+func (x *execution) soon() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.linger != nil {
+		return
+	}
+	x.lingering.Add(1)
+	x.linger = time.AfterFunc(eventLinger, func() {
+		defer x.lingering.Done()
+		x.mu.Lock()
+		x.linger = nil
+		x.mu.Unlock()
+		x.flush()
+	})
+}
+
+// settle ends the run's writing: no flush is left waiting, and everything
+// queued is emitted.
+func (x *execution) settle() {
+	x.mu.Lock()
+	if x.linger != nil && x.linger.Stop() {
+		x.lingering.Done() // its callback will not run
+	}
+	x.linger = nil
+	x.mu.Unlock()
+	x.lingering.Wait()
+	x.flush()
 }
 
 func (x *execution) queue(d workspace.Draft) {
@@ -561,11 +603,13 @@ func (x *execution) queue(d workspace.Draft) {
 
 // flush emits the queued events in one transaction and returns once they
 // are published. A run flushes whenever clients must see where it is before
-// it goes on: before it calls the model or a tool, before it waits, and when
-// it ends. Between those points its writes share one commit instead of
+// it goes on: before it calls a tool, before it waits, and when it ends;
+// while the model streams it flushes within eventLinger. Between those points its writes share one commit instead of
 // taking one each. A storage failure is logged and the run goes on: it must
 // still end with run.completed.
 func (x *execution) flush() {
+	x.flushing.Lock()
+	defer x.flushing.Unlock()
 	x.mu.Lock()
 	ds := x.pending
 	x.pending = nil
