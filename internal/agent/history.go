@@ -61,6 +61,9 @@ func (h *History) Messages(ctx context.Context, st store.Store, sessionID string
 // the order of the writes even when tool calls finish side by side. When
 // write fails, m is not kept.
 func (h *History) Record(m proto.Message, write func(proto.Message) error) error {
+	// The run goes on appending to and streaming into its copy's parts,
+	// while the write may encode m later (a run's events linger).
+	m.Parts = slices.Clone(m.Parts)
 	if h == nil {
 		return write(m)
 	}
@@ -69,8 +72,6 @@ func (h *History) Record(m proto.Message, write func(proto.Message) error) error
 	if err := write(m); err != nil {
 		return err
 	}
-	// The run goes on appending to and streaming into its copy's parts.
-	m.Parts = slices.Clone(m.Parts)
 	h.putLocked(m)
 	return nil
 }
