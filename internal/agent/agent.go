@@ -543,7 +543,7 @@ func (x *execution) newMessage(role string) proto.Message {
 func (x *execution) save(m *proto.Message, typ string) {
 	m.UpdatedAt = proto.Now()
 	_ = x.run.History.Record(*m, func(m proto.Message) error {
-		d := workspace.Draft{Type: typ, Data: m, Message: &m}
+		d := workspace.Draft{Type: typ, Message: &m}
 		// The session moves up the list when a prompt is accepted (the
 		// coordinator's commit) and when the run ends; touching it on every
 		// intermediate write would be waste.

@@ -61,6 +61,9 @@ type Event struct {
 	// by PutMessage) in the event's transaction, so the event is never on
 	// disk without it. Not read back.
 	Message *proto.Message
+	// MessageJSON, when set, is Message already encoded, so it is not
+	// encoded twice.
+	MessageJSON []byte
 	// Touch, when set, raises the session's UpdatedAt to it (as by
 	// TouchSession) in the event's transaction. Not read back.
 	Touch time.Time

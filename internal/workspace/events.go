@@ -25,8 +25,9 @@ type Draft struct {
 	Data      any
 	// Ephemeral asks for the event not to be kept even if its type usually is.
 	Ephemeral bool
-	// Message, when set, is stored with the event in one transaction: the
-	// message the event announces (see store.Event).
+	// Message, when set, is the message the event announces: it is the
+	// event's data (Data is ignored) and is stored with the event in one
+	// transaction (see store.Event).
 	Message *proto.Message
 	// Touch, when set, moves the session's UpdatedAt up to it with the event.
 	Touch time.Time
@@ -157,7 +158,11 @@ func (w *Workspace) EmitAll(ctx context.Context, ds []Draft) ([]proto.Event, err
 // number gives d the next seq and a slot in the reorder buffer, and returns
 // the record to persist (nil for an ephemeral event).
 func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Event, *slot, error) {
-	data, err := json.Marshal(d.Data)
+	payload := d.Data
+	if d.Message != nil {
+		payload = d.Message
+	}
+	data, err := json.Marshal(payload)
 	if err != nil {
 		return proto.Event{}, nil, nil, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
@@ -205,6 +210,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		InHistory:   d.SessionID != "" && proto.InSessionHistory(d.Type),
 		Envelope:    env,
 		Message:     d.Message,
+		MessageJSON: data, // the event's data is the message (see Draft)
 		Touch:       d.Touch,
 	}, sl, nil
 }

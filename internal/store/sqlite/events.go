@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 
@@ -51,11 +52,14 @@ func eventStmts(e store.Event) ([]stmt, error) {
 	}
 	var stmts []stmt
 	if e.Message != nil {
-		s, err := putMessageStmt(*e.Message)
-		if err != nil {
-			return nil, err
+		data := e.MessageJSON
+		if data == nil {
+			var err error
+			if data, err = json.Marshal(e.Message); err != nil {
+				return nil, err
+			}
 		}
-		stmts = append(stmts, s)
+		stmts = append(stmts, putMessageData(e.Message.ID, e.Message.SessionID, data))
 	}
 	if !e.Touch.IsZero() {
 		stmts = append(stmts, touchStmt(e.SessionID, e.Touch))

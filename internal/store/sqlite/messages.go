@@ -29,10 +29,15 @@ func putMessageStmt(m proto.Message) (stmt, error) {
 	if err != nil {
 		return stmt{}, err
 	}
+	return putMessageData(m.ID, m.SessionID, data), nil
+}
+
+// putMessageData upserts a message already encoded as JSON.
+func putMessageData(id, sessionID string, data []byte) stmt {
 	return stmt{`
 		INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data`,
-		[]any{m.ID, m.SessionID, string(data)}}, nil
+		[]any{id, sessionID, string(data)}}
 }
 
 // ListMessages implements store.Store.
