@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,7 +197,7 @@ func BenchmarkCommitFloor(b *testing.B) {
 
 // BenchmarkPromptAcceptedSaturated posts as fast as the server answers
 // (closed loop, 64 in flight, posters in another process): its latency is
-// 64 divided by the throughput, which it reports as prompts/s.
+// 64 divided by the throughput, which it reports as posts/s.
 func BenchmarkPromptAcceptedSaturated(b *testing.B) {
 	benchPrompts(b, 0, postFromProcess)
 }
@@ -234,7 +235,7 @@ func benchPosts(b *testing.B, every time.Duration, post func(posterJob) ([]time.
 	p50, p99 := percentiles(lat)
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "prompts/s")
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "posts/s")
 	p50, p99 = percentiles(inServer.take())
 	b.ReportMetric(float64(p50.Microseconds()), "server-p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "server-p99-µs")
@@ -299,4 +300,14 @@ func (t *handlerTimes) take() []time.Duration {
 	ds := t.ds
 	t.ds = nil
 	return ds
+}
+
+// processCPU is the CPU time (user and system) this process has used. The
+// server builds for Unix only (bash runs in its own process group).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -604,9 +604,10 @@ func (x *execution) queue(d workspace.Draft) {
 // flush emits the queued events in one transaction and returns once they
 // are published. A run flushes whenever clients must see where it is before
 // it goes on: before it calls a tool, before it waits, and when it ends;
-// while the model streams it flushes within eventLinger. Between those points its writes share one commit instead of
-// taking one each. A storage failure is logged and the run goes on: it must
-// still end with run.completed.
+// while the model streams it flushes within eventLinger. Between those
+// points its writes share one commit instead of taking one each. A storage
+// failure is logged and the run goes on: it must still end with
+// run.completed.
 func (x *execution) flush() {
 	x.flushing.Lock()
 	defer x.flushing.Unlock()

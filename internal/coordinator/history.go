@@ -20,7 +20,7 @@ type histories struct {
 	idle []*sessionRuns // least recently idle first
 }
 
-// history returns the session's conversation, creating it if needed.
+// historyLocked returns the session's conversation, creating it if needed.
 // Callers hold sr.mu.
 func (sr *sessionRuns) historyLocked() *agent.History {
 	if sr.history == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,12 +163,17 @@ func TestFailedGroupLeavesGaps(t *testing.T) {
 	}
 	first, err := ws.Emit(ctx, log("before", false))
 	require.NoError(t, err)
-	st.fail.Store(true)
-	_, err = ws.EmitAll(ctx, []Draft{log("lost", false), log("lost too", true)})
-	require.ErrorContains(t, err, "disk full")
-	st.fail.Store(false)
-	after, err := ws.Emit(ctx, log("after", false))
-	require.NoError(t, err)
+	// Emit returns once its events are published: a group held back by
+	// the failed one, or the failed one itself, would never return.
+	var after proto.Event
+	inTime(t, func() {
+		st.fail.Store(true)
+		_, err := ws.EmitAll(ctx, []Draft{log("lost", false), log("lost too", true)})
+		assert.ErrorContains(t, err, "disk full")
+		st.fail.Store(false)
+		after, err = ws.Emit(ctx, log("after", false))
+		assert.NoError(t, err)
+	})
 	require.Equal(t, first.Seq+3, after.Seq, "the failed group's seqs are not reused")
 
 	kept, err := db.WorkspaceEvents(ctx, ws.ID, first.Seq-1, 0, 0)
@@ -177,4 +183,23 @@ func TestFailedGroupLeavesGaps(t *testing.T) {
 		got = append(got, e.Seq)
 	}
 	require.Equal(t, []int64{first.Seq, after.Seq}, got)
+}
+
+// inTime runs f and ends the test binary if f has not returned within
+// 10 s. It exits rather than calling t.Fatal or panicking: with the event log
+// wedged, the workspace's cleanup (which both run) would wait forever too,
+// and the message would never be printed.
+func inTime(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintf(os.Stderr, "--- FAIL: %s: still waiting after 10 s: an event was never published\n", t.Name())
+		os.Exit(1)
+	}
 }
