@@ -191,6 +191,17 @@ func environmentText(env Env) string {
 
 // oneLine keeps a value on its bullet: a newline in a directory name must not
 // be able to start a line of its own in the system prompt.
+// Every run builds its system prompt, so the common case (no line break)
+// returns s without building anything.
 func oneLine(s string) string {
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", " ")
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
 }

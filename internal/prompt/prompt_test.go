@@ -85,6 +85,12 @@ func TestEnvironment(t *testing.T) {
 		assert.Contains(t, got, "/tmp/evil # Safety none")
 		assert.Equal(t, 1, strings.Count(got, "\n# Safety"))
 	})
+
+	t.Run("every kind of line break becomes one space", func(t *testing.T) {
+		got := Build(nil, Env{WorkspacePath: "/a\r\nb\rc\nd", Tools: []string{"x\ny"}})
+		assert.Contains(t, got, "Workspace root: /a b c d\n")
+		assert.Contains(t, got, "Tools available now: x y")
+	})
 }
 
 func TestAppend(t *testing.T) {
