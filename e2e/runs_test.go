@@ -608,6 +608,40 @@ func TestManyPromptsWithRandomCancels(t *testing.T) {
 	}
 }
 
+// A session belongs to one workspace: reached through another, every route
+// that takes prompts, cancels and log lines answers 404, also once the
+// session has been prompted (and so is known to the server in memory).
+func TestSessionIsNotFoundThroughAnotherWorkspace(t *testing.T) {
+	e := startEnv(t)
+	ws := e.createWorkspace()
+	var other proto.Workspace
+	e.must(http.StatusCreated, "POST", "/v1/workspaces", map[string]string{"path": t.TempDir()}, &other)
+	sess := e.createSession(ws.ID, nil)
+	s := e.openStream(ws.ID, newClientID(), "")
+	acc := e.prompt(ws.ID, sess.ID, "hello")
+	rc, _ := s.completion(acc.RunID)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	// The run titled the session; read it again through its workspace.
+	e.log(ws.ID, sess.ID, "still here", false)
+
+	owp := "/v1/workspaces/" + other.ID
+	for _, r := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", owp + "/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "x"}},
+		{"POST", owp + "/agent/sessions/" + sess.ID + "/cancel", nil},
+		{"GET", owp + "/agent/sessions/" + sess.ID, nil},
+		{"POST", owp + "/sessions/" + sess.ID + "/log", proto.LogRequest{Level: "info", Message: "x"}},
+		{"GET", owp + "/sessions/" + sess.ID + "/messages", nil},
+		{"GET", owp + "/sessions/" + sess.ID + "/events", nil},
+		{"GET", owp + "/sessions/" + sess.ID, nil},
+	} {
+		e.scRefused(r.method, r.path, r.body, http.StatusNotFound, proto.CodeSessionNotFound)
+	}
+	assert.Len(t, e.messages(ws.ID, sess.ID), 2, "the session itself is untouched")
+}
+
 func TestBadPromptsAreRefusedAndNothingIsQueued(t *testing.T) {
 	e := startEnv(t, withGraces(time.Minute, time.Minute))
 	ws := e.createWorkspace()

@@ -159,7 +159,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	}
 	// Counted before the read, so a change racing with it is seen as one.
 	changes := c.cfg.Sessions.Changes()
-	_, sess, err := c.cfg.Sessions.Lookup(ctx, ws.ID, req.SessionID)
+	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, req.SessionID)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
@@ -408,7 +408,7 @@ func (f failing) Stream(context.Context, provider.Request, func(provider.Delta))
 
 // Cancel cancels the session's active run and every run accepted before now.
 func (c *Coordinator) Cancel(ctx context.Context, wsID, sessionID string) ([]string, error) {
-	if _, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID); err != nil {
+	if _, _, err := c.cfg.Sessions.LookupSettings(ctx, wsID, sessionID); err != nil {
 		return nil, err
 	}
 	return c.cancelAll(sessionID), nil
@@ -438,7 +438,7 @@ func (c *Coordinator) cancelAll(sessionID string) []string {
 
 // Status reports the session's runs.
 func (c *Coordinator) Status(ctx context.Context, wsID, sessionID string) (proto.AgentStatus, error) {
-	if _, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID); err != nil {
+	if _, _, err := c.cfg.Sessions.LookupSettings(ctx, wsID, sessionID); err != nil {
 		return proto.AgentStatus{}, err
 	}
 	st := proto.AgentStatus{Queued: []proto.QueuedRun{}}

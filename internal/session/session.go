@@ -75,6 +75,8 @@ type Service struct {
 	writeMu sync.Mutex
 	// changes counts the updates of sessions' settings (see Changes).
 	changes atomic.Uint64
+	// cached serves LookupSettings.
+	cached *cache
 
 	mu      sync.Mutex
 	runtime Runtime
@@ -100,6 +102,7 @@ func NewService(cfg Config) *Service {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		runtime: idleRuntime{},
+		cached:  newCache(),
 		keys:    make(map[string]string),
 		members: make(map[string]map[string]struct{}),
 	}
@@ -195,7 +198,9 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		}
 		if err != nil {
 			// Undo the create: a refused request changes nothing.
-			if derr := s.cfg.Store.DeleteSession(context.WithoutCancel(ctx), ws.ID, rec.ID); derr != nil {
+			derr := s.cfg.Store.DeleteSession(context.WithoutCancel(ctx), ws.ID, rec.ID)
+			s.cached.drop(rec.ID) // a prompt may have found it meanwhile
+			if derr != nil {
 				s.log.Error("undo session create", "session_id", rec.ID, "err", derr)
 			}
 			return proto.Session{}, err
@@ -331,6 +336,7 @@ func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session
 }
 
 // Lookup returns the workspace and stored session, or the contract's 404s.
+// It reads the store: the record is current in every field.
 func (s *Service) Lookup(ctx context.Context, wsID, sessionID string) (*workspace.Workspace, store.Session, error) {
 	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
 	if err != nil {
@@ -339,12 +345,35 @@ func (s *Service) Lookup(ctx context.Context, wsID, sessionID string) (*workspac
 	if _, err := uuid.Parse(sessionID); err != nil {
 		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %q not found", sessionID)
 	}
+	epoch := s.cached.begin()
 	rec, err := s.cfg.Store.GetSession(ctx, ws.ID, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 	}
 	if err != nil {
 		return nil, store.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+	}
+	s.cached.put(epoch, rec)
+	return ws, rec, nil
+}
+
+// LookupSettings is Lookup for callers that need the session to exist and
+// its settings (title, model, reasoning effort, config), not its UpdatedAt
+// or MessageCount, which may be old. It answers from memory when it can:
+// the routes that take a prompt, a cancel or a log line make this read
+// before they answer, and it was the only read of a prompt's 202.
+func (s *Service) LookupSettings(ctx context.Context, wsID, sessionID string) (*workspace.Workspace, store.Session, error) {
+	rec, ok := s.cached.get(sessionID)
+	if !ok {
+		return s.Lookup(ctx, wsID, sessionID)
+	}
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if rec.WorkspaceID != ws.ID {
+		// A session never moves, so it is not in this workspace.
+		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 	}
 	return ws, rec, nil
 }
@@ -391,7 +420,9 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 		return err
 	}
 	s.rt().Forget(ctx, ws, rec.ID)
-	if err := s.cfg.Store.DeleteSession(ctx, ws.ID, rec.ID); err != nil {
+	err = s.cfg.Store.DeleteSession(ctx, ws.ID, rec.ID)
+	s.cached.drop(rec.ID)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 		}
@@ -407,7 +438,7 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 
 // Messages returns the session's history, oldest first.
 func (s *Service) Messages(ctx context.Context, wsID, sessionID string) ([]proto.Message, error) {
-	_, rec, err := s.Lookup(ctx, wsID, sessionID)
+	_, rec, err := s.LookupSettings(ctx, wsID, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +454,7 @@ const MaxEventPage = 1000
 
 // Events returns a page of the session's persisted events.
 func (s *Service) Events(ctx context.Context, wsID, sessionID string, after int64, limit int) ([]proto.Event, error) {
-	_, rec, err := s.Lookup(ctx, wsID, sessionID)
+	_, rec, err := s.LookupSettings(ctx, wsID, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +482,7 @@ func (s *Service) Events(ctx context.Context, wsID, sessionID string, after int6
 
 // Log records a client's log line in the session.
 func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.LogRequest) (int64, error) {
-	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
+	ws, rec, err := s.LookupSettings(ctx, wsID, sessionID)
 	if err != nil {
 		return 0, err
 	}

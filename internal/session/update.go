@@ -104,7 +104,10 @@ func (s *Service) update(ctx context.Context, wsID, sessionID string, change fun
 	}
 	change(&rec)
 	rec.UpdatedAt = time.Now().UTC().Truncate(time.Microsecond)
-	if err := s.cfg.Store.UpdateSession(ctx, rec); err != nil {
+	err = s.cfg.Store.UpdateSession(ctx, rec)
+	// Dropped even after an error: the write may have landed all the same.
+	s.cached.drop(rec.ID)
+	if err != nil {
 		return nil, store.Session{}, fmt.Errorf("update session %s: %w", rec.ID, err)
 	}
 	s.changes.Add(1)

@@ -1,0 +1,86 @@
+package session
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
+)
+
+func TestCacheRefusesARecordReadBeforeADrop(t *testing.T) {
+	c := newCache()
+	epoch := c.begin()
+	// A write lands and drops the record while this read was in flight.
+	c.drop("s1")
+	c.put(epoch, store.Session{ID: "s1", Title: "old"})
+	_, ok := c.get("s1")
+	assert.False(t, ok, "a record read before the write must not be served after it")
+
+	c.put(c.begin(), store.Session{ID: "s1", Title: "new"})
+	rec, ok := c.get("s1")
+	require.True(t, ok)
+	assert.Equal(t, "new", rec.Title)
+
+	c.drop("s1")
+	_, ok = c.get("s1")
+	assert.False(t, ok)
+}
+
+func TestCacheIsBounded(t *testing.T) {
+	c := newCache()
+	for i := range maxCached + 10 {
+		c.put(c.begin(), store.Session{ID: fmt.Sprint(i)})
+	}
+	assert.LessOrEqual(t, len(c.m), maxCached)
+	_, ok := c.get(fmt.Sprint(maxCached + 9))
+	assert.True(t, ok, "the newest record is kept")
+}
+
+// TestCacheNeverServesAWriteThatCompleted drives the cache the way the
+// service does, against a store of one versioned record: writers write and
+// drop, readers get or read and put. A reader must never be served a version
+// older than the last write that had completed (dropped) before its get.
+func TestCacheNeverServesAWriteThatCompleted(t *testing.T) {
+	c := newCache()
+	var stored, completed atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 2000 {
+				v := stored.Add(1)
+				c.drop("s")
+				for {
+					// completed only grows: a slower writer must not lower it.
+					old := completed.Load()
+					if old >= v || completed.CompareAndSwap(old, v) {
+						break
+					}
+				}
+			}
+		})
+	}
+	var stale atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 5000 {
+				floor := completed.Load()
+				rec, ok := c.get("s")
+				if !ok {
+					epoch := c.begin()
+					rec = store.Session{ID: "s", MessageCount: int(stored.Load())}
+					c.put(epoch, rec)
+				}
+				if int64(rec.MessageCount) < floor {
+					stale.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, stale.Load(), "reads served a version older than a completed write")
+}
