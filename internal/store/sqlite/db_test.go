@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/store"
@@ -451,6 +452,32 @@ func TestAppendEventsAllOrNone(t *testing.T) {
 	require.Equal(t, 2, sess.MessageCount)
 }
 
+// A message put several times in one AppendEvents ends with its last
+// version, in the place its first put gave it.
+func TestAppendEventsKeepsEachMessagesLastVersionInItsFirstPlace(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+	withMessage := func(seq int64, m proto.Message) store.Event {
+		e := ev("w", "s", seq, true)
+		e.Message = &m
+		return e
+	}
+	u, a1, b := msg("u", "s", "question"), msg("a", "s", ""), msg("b", "s", "aside")
+	a2 := msg("a", "s", "answer")
+	require.NoError(t, db.AppendEvents(ctx, []store.Event{withMessage(1, u), withMessage(2, a1), withMessage(3, b), withMessage(4, a2)}))
+	msgs, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{u, a2, b}, msgs)
+	evs, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4}, seqs(evs), "every event is kept")
+	sess, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, 3, sess.MessageCount)
+}
+
 func TestEvents(t *testing.T) {
 	db, _ := openTest(t)
 	ctx := context.Background()
@@ -868,4 +895,55 @@ func BenchmarkAppendEventParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPromptWrites makes the writes of one echo prompt, one commit
+// after the other, over 64 sessions: the 202's commit (run.accepted and a
+// touch), then the run's (run.started, the user message, the assistant
+// message opened and finished, run.completed with a touch, session.idle).
+// It is the store's share of a prompt's cost, without the scheduling noise
+// of the e2e benchmarks.
+func BenchmarkPromptWrites(b *testing.B) {
+	db, _ := openTest(b)
+	ctx := context.Background()
+	mustWorkspace(b, db, "w")
+	const sessions = 64
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+		mustSession(b, db, "w", ids[i], t0)
+	}
+	env := bytes.Repeat([]byte("x"), 300)
+	var seq int64
+	event := func(sid, typ string, m *proto.Message, touch bool) store.Event {
+		seq++
+		e := store.Event{WorkspaceID: "w", Seq: seq, SessionID: sid, RunID: "r", Type: typ, InHistory: true, Envelope: env, Message: m}
+		if touch {
+			e.Touch = time.Now()
+		}
+		return e
+	}
+	i := 0
+	for b.Loop() {
+		sid := ids[i%sessions]
+		i++
+		if err := db.AppendEvents(ctx, []store.Event{event(sid, "run.accepted", nil, true)}); err != nil {
+			b.Fatal(err)
+		}
+		user := msg(uuid.NewString(), sid, "hello")
+		user.Role = proto.RoleUser
+		opened := msg(uuid.NewString(), sid, "")
+		finished := opened
+		finished.Parts = []proto.Part{{Type: proto.PartText, Text: "hello, echoed back in a few deltas"}, {Type: proto.PartFinish, Reason: "end_turn"}}
+		if err := db.AppendEvents(ctx, []store.Event{
+			event(sid, "run.started", nil, false),
+			event(sid, "message.updated", &user, false),
+			event(sid, "message.updated", &opened, false),
+			event(sid, "message.updated", &finished, false),
+			event(sid, "run.completed", nil, true),
+			event(sid, "session.idle", nil, false),
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

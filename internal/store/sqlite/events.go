@@ -31,9 +31,26 @@ func (db *DB) AppendEvents(ctx context.Context, es []store.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
+	// A run's flush often carries the same message twice (opened, then
+	// finished). The unit is all-or-none, so only the last version can ever
+	// be read: it is written once, where the first one was, which is what
+	// gives the message its place in the session.
+	last := make(map[string]store.Event)
+	for _, e := range es {
+		if e.Message != nil {
+			last[e.Message.ID] = e
+		}
+	}
 	var stmts []stmt
 	for _, e := range es {
-		s, err := eventStmts(e)
+		var msg *store.Event
+		if e.Message != nil {
+			if l, ok := last[e.Message.ID]; ok {
+				msg = &l
+				delete(last, e.Message.ID)
+			}
+		}
+		s, err := eventStmts(e, msg)
 		if err != nil {
 			return eventError(e, err)
 		}
@@ -43,23 +60,23 @@ func (db *DB) AppendEvents(ctx context.Context, es []store.Event) error {
 	return eventError(es[0], err)
 }
 
-// eventStmts are the statements that write e, with the message and the
-// touch it carries.
-func eventStmts(e store.Event) ([]stmt, error) {
+// eventStmts are the statements that write e, with the touch it carries
+// and the message of msg (nil for none).
+func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 	env := e.Envelope
 	if env == nil {
 		env = []byte{} // the driver binds a nil slice as NULL
 	}
 	var stmts []stmt
-	if e.Message != nil {
-		data := e.MessageJSON
+	if msg != nil {
+		data := msg.MessageJSON
 		if data == nil {
 			var err error
-			if data, err = json.Marshal(e.Message); err != nil {
+			if data, err = json.Marshal(msg.Message); err != nil {
 				return nil, err
 			}
 		}
-		stmts = append(stmts, putMessageData(e.Message.ID, e.Message.SessionID, data))
+		stmts = append(stmts, putMessageData(msg.Message.ID, msg.Message.SessionID, data))
 	}
 	if !e.Touch.IsZero() {
 		stmts = append(stmts, touchStmt(e.SessionID, e.Touch))
