@@ -524,10 +524,13 @@ func (x *execution) userMessage(m proto.Message) provider.Message {
 	return pm
 }
 
+// newMessage starts a message of the run. Its id is a version 7 UUID: ids
+// made later sort later, so the store's index of message ids grows at its
+// end instead of splitting pages all over it in every run's commit.
 func (x *execution) newMessage(role string) proto.Message {
 	now := proto.Now()
 	return proto.Message{
-		ID:        uuid.NewString(),
+		ID:        uuid.Must(uuid.NewV7()).String(),
 		SessionID: x.run.SessionID,
 		RunID:     x.run.ID,
 		Role:      role,
