@@ -184,6 +184,57 @@ func TestMessageCountBackfilled(t *testing.T) {
 	require.Equal(t, 3, s.MessageCount)
 }
 
+// A database from before migration 0004 keeps its messages, their order and
+// counts when the table is rebuilt without AUTOINCREMENT; a message put
+// after the newest one was deleted (with its session) still sorts last.
+func TestMessagesRebuiltWithoutAutoincrement(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	mustSession(t, db, "w", "s", t0)
+	mustSession(t, db, "w", "gone", t0)
+	// The table as 0001 made it.
+	for _, q := range []string{
+		`DROP TABLE messages`,
+		`CREATE TABLE messages (
+			ord INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+			session_id TEXT NOT NULL, data TEXT NOT NULL) STRICT`,
+		`CREATE INDEX messages_by_session ON messages (session_id, ord)`,
+		`CREATE TRIGGER messages_count_insert AFTER INSERT ON messages BEGIN
+			UPDATE sessions SET message_count = message_count + 1 WHERE id = NEW.session_id; END`,
+		`CREATE TRIGGER messages_count_delete AFTER DELETE ON messages BEGIN
+			UPDATE sessions SET message_count = message_count - 1 WHERE id = OLD.session_id; END`,
+		`DELETE FROM schema_migrations WHERE version = '0004_messages_rowid.sql'`,
+	} {
+		_, err := db.writer.Exec(q)
+		require.NoError(t, err, q)
+	}
+	m1, m2, m3 := msg("m1", "s", "one"), msg("m2", "s", "two"), msg("m3", "s", "three")
+	for _, m := range []proto.Message{m2, m1, msg("g", "gone", "newest")} {
+		require.NoError(t, db.PutMessage(ctx, m))
+	}
+	require.NoError(t, db.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer db.Close()
+	var schema string
+	require.NoError(t, db.reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE name = 'messages'`).Scan(&schema))
+	require.NotContains(t, schema, "AUTOINCREMENT")
+	got, err := db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{m2, m1}, got)
+
+	require.NoError(t, db.DeleteSession(ctx, "w", "gone"))
+	require.NoError(t, db.PutMessage(ctx, m3))
+	got, err = db.ListMessages(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, []proto.Message{m2, m1, m3}, got)
+	sess, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, 3, sess.MessageCount, "the count triggers came back with the table")
+}
+
 func TestMigrationUnknownToBinary(t *testing.T) {
 	db, path := openTest(t)
 	_, err := db.writer.Exec(`INSERT INTO schema_migrations VALUES ('9999_future.sql', 0)`)
@@ -902,7 +953,8 @@ func BenchmarkAppendEventParallel(b *testing.B) {
 // touch), then the run's (run.started, the user message, the assistant
 // message opened and finished, run.completed with a touch, session.idle).
 // It is the store's share of a prompt's cost, without the scheduling noise
-// of the e2e benchmarks.
+// of the e2e benchmarks. Message ids are version 7 UUIDs, as the agent
+// makes them. Count the pages it writes with strace (two pwrites a page).
 func BenchmarkPromptWrites(b *testing.B) {
 	db, _ := openTest(b)
 	ctx := context.Background()
@@ -930,9 +982,9 @@ func BenchmarkPromptWrites(b *testing.B) {
 		if err := db.AppendEvents(ctx, []store.Event{event(sid, "run.accepted", nil, true)}); err != nil {
 			b.Fatal(err)
 		}
-		user := msg(uuid.NewString(), sid, "hello")
+		user := msg(uuid.Must(uuid.NewV7()).String(), sid, "hello")
 		user.Role = proto.RoleUser
-		opened := msg(uuid.NewString(), sid, "")
+		opened := msg(uuid.Must(uuid.NewV7()).String(), sid, "")
 		finished := opened
 		finished.Parts = []proto.Part{{Type: proto.PartText, Text: "hello, echoed back in a few deltas"}, {Type: proto.PartFinish, Reason: "end_turn"}}
 		if err := db.AppendEvents(ctx, []store.Event{
