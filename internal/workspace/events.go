@@ -178,7 +178,6 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		}
 		l.mu.Lock()
 	}
-	defer l.mu.Unlock()
 	seq := l.seq + 1
 	ev := proto.Event{
 		Seq:         seq,
@@ -186,18 +185,19 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		WorkspaceID: w.ID,
 		SessionID:   d.SessionID,
 		RunID:       d.RunID,
-		Time:        proto.Now(),
+		Time:        proto.Now(), // under mu, so times follow seqs
 		Ephemeral:   !keep,
 		Data:        data,
 	}
-	env, err := json.Marshal(ev)
-	if err != nil {
-		return proto.Event{}, nil, nil, fmt.Errorf("encode %s envelope: %w", d.Type, err)
-	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq
-	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep, Data: env}}
+	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}}
 	l.waiting[seq] = sl
+	l.mu.Unlock()
+	// Encoded outside mu, which every emitter of the workspace takes: the
+	// slot is published only after the caller reports it written.
+	env := encodeEnvelope(ev)
+	sl.ev.Data = env
 	if !keep {
 		return ev, nil, sl, nil
 	}
