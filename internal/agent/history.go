@@ -25,10 +25,15 @@ type History struct {
 	// recorded since, which loading merges into what the store has.
 	msgs  []proto.Message
 	index map[string]int // message id to position in msgs
+	// shared is how many of msgs' first elements Messages has handed out
+	// without copying: they are never written again in place.
+	shared int
 }
 
-// Messages returns the session's messages, oldest first. The slice is the
-// caller's; the messages' parts are shared and must not be changed.
+// Messages returns the session's messages, oldest first. Neither the slice
+// nor the messages' parts may be changed: they are the History's, which
+// never changes what it has handed out, so each model step need not copy
+// the whole conversation.
 func (h *History) Messages(ctx context.Context, st store.Store, sessionID string) ([]proto.Message, error) {
 	if h == nil {
 		return st.ListMessages(ctx, sessionID)
@@ -52,7 +57,9 @@ func (h *History) Messages(ctx context.Context, st store.Store, sessionID string
 		}
 		h.loaded = true
 	}
-	return slices.Clone(h.msgs), nil
+	n := len(h.msgs)
+	h.shared = n
+	return h.msgs[:n:n], nil
 }
 
 // Record hands m to write, which persists it or queues it to be, and then
@@ -81,6 +88,11 @@ func (h *History) putLocked(m proto.Message) {
 		h.index = make(map[string]int)
 	}
 	if i, ok := h.index[m.ID]; ok {
+		if i < h.shared {
+			// Copy on write. A run's messages are appended after the step
+			// read the history, so replacing them is usually in place.
+			h.msgs, h.shared = slices.Clone(h.msgs), 0
+		}
 		h.msgs[i] = m
 		return
 	}

@@ -126,6 +126,50 @@ func TestHistoryMergesRecordsBeforeLoad(t *testing.T) {
 	require.Equal(t, []string{old.ID, committed.ID, queued.ID}, ids(got))
 }
 
+// What Messages handed out never changes: not when a message in it is
+// replaced, nor when messages are added or replaced after it, while the
+// history itself moves on. Run it under -race with readers side by side.
+func TestHistoryNeverChangesWhatItHandedOut(t *testing.T) {
+	ctx := context.Background()
+	st, sid := newHistoryStore(t)
+	var h History
+	nothing := func(proto.Message) error { return nil }
+	old := textMessage(sid, "old")
+	require.NoError(t, h.Record(old, nothing))
+	view, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				got, err := h.Messages(ctx, st, sid)
+				require.NoError(t, err)
+				for _, m := range got {
+					_ = m.Parts[0].Text // read what the writer may be replacing
+				}
+			}
+		})
+	}
+	next := textMessage(sid, "opened")
+	for i := range 200 {
+		require.NoError(t, h.Record(next, nothing)) // after the view: in place
+		next.Parts = []proto.Part{{Type: proto.PartText, Text: fmt.Sprint("step ", i)}}
+	}
+	old.Parts = []proto.Part{{Type: proto.PartText, Text: "replaced"}}
+	require.NoError(t, h.Record(old, nothing)) // inside the view: copied
+	require.NoError(t, h.Record(textMessage(sid, "appended"), nothing))
+	wg.Wait()
+
+	require.Len(t, view, 1)
+	require.Equal(t, "old", view[0].Parts[0].Text)
+	got, err := h.Messages(ctx, st, sid)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, "replaced", got[0].Parts[0].Text)
+	require.Equal(t, "step 198", got[1].Parts[0].Text)
+}
+
 func ids(msgs []proto.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
