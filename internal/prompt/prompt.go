@@ -151,6 +151,13 @@ func defaultSections(env Env) []string {
 // join concatenates the non-empty pieces with sep.
 func join(pieces ...string) string {
 	var b strings.Builder
+	// Sized up front: every model step builds a prompt of several KB, and
+	// growing the builder as it goes allocated twice that.
+	n := 0
+	for _, p := range pieces {
+		n += len(p) + len(sep)
+	}
+	b.Grow(n)
 	for _, p := range pieces {
 		if p == "" {
 			continue
