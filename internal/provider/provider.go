@@ -73,7 +73,8 @@ type ToolCall struct {
 	Arguments json.RawMessage
 }
 
-// Tool is a tool offered to the model; Parameters is a JSON Schema object.
+// Tool is a tool offered to the model; Parameters is a JSON Schema object,
+// shared by every request that offers the tool: a provider reads it only.
 type Tool struct {
 	Name        string
 	Description string

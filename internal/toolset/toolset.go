@@ -23,7 +23,10 @@ import (
 // Set implements agent.Tools and keeps the client tools of every session.
 type Set struct {
 	builtins []tools.Tool
-	broker   *pending.Broker
+	// offers are the builtins as the model is offered them, made once:
+	// every model step offers them, and each Schema call copies its JSON.
+	offers []provider.Tool
+	broker *pending.Broker
 
 	mu       sync.Mutex
 	sessions map[string]*sessionTools
@@ -39,7 +42,11 @@ type sessionTools struct {
 
 // New returns the tool set; broker parks permission requests and client tool calls.
 func New(broker *pending.Broker) *Set {
-	return &Set{builtins: tools.Builtins(), broker: broker, sessions: make(map[string]*sessionTools)}
+	s := &Set{builtins: tools.Builtins(), broker: broker, sessions: make(map[string]*sessionTools)}
+	for _, t := range s.builtins {
+		s.offers = append(s.offers, provider.Tool{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+	}
+	return s
 }
 
 // Validate checks client tool specs: names a model API accepts, unique,
@@ -152,9 +159,9 @@ func allowed(run *agent.Run, name string) bool {
 // Offer implements agent.Tools.
 func (s *Set) Offer(_ context.Context, run *agent.Run) ([]provider.Tool, []string) {
 	var out []provider.Tool
-	for _, t := range s.builtins {
-		if allowed(run, t.Name()) {
-			out = append(out, provider.Tool{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+	for _, t := range s.offers {
+		if allowed(run, t.Name) {
+			out = append(out, t)
 		}
 	}
 	s.mu.Lock()
