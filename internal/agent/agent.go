@@ -414,8 +414,10 @@ func (x *execution) backoff(n int) time.Duration {
 
 // request builds the provider request from the session's history.
 func (x *execution) request() (provider.Request, error) {
-	msgs, err := x.run.History.Messages(x.ctx, x.r.Store, x.run.SessionID)
-	if err != nil {
+	var history []provider.Message
+	if err := x.run.History.Read(x.ctx, x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
+		history = x.history(msgs)
+	}); err != nil {
 		return provider.Request{}, fmt.Errorf("read history: %w", err)
 	}
 	if x.run.Refresh != nil {
@@ -430,7 +432,6 @@ func (x *execution) request() (provider.Request, error) {
 	if x.run.System != nil {
 		system = x.run.System(names)
 	}
-	history := x.history(msgs)
 	if len(notes) > 0 && len(history) > 0 {
 		// Notes ride on the newest message so the model reads them now.
 		last := &history[len(history)-1]

@@ -25,25 +25,33 @@ type History struct {
 	// recorded since, which loading merges into what the store has.
 	msgs  []proto.Message
 	index map[string]int // message id to position in msgs
-	// shared is how many of msgs' first elements Messages has handed out
-	// without copying: they are never written again in place.
-	shared int
 }
 
-// Messages returns the session's messages, oldest first. Neither the slice
-// nor the messages' parts may be changed: they are the History's, which
-// never changes what it has handed out, so each model step need not copy
-// the whole conversation.
+// Messages returns a copy of the session's messages, oldest first; the
+// messages' parts are shared and must not be changed.
 func (h *History) Messages(ctx context.Context, st store.Store, sessionID string) ([]proto.Message, error) {
+	var out []proto.Message
+	err := h.Read(ctx, st, sessionID, func(msgs []proto.Message) { out = slices.Clone(msgs) })
+	return out, err
+}
+
+// Read calls fn with the session's messages, oldest first, under the
+// History's lock, so that each model step can read the whole conversation
+// without copying it. fn must not keep or change them, nor record.
+func (h *History) Read(ctx context.Context, st store.Store, sessionID string, fn func([]proto.Message)) error {
 	if h == nil {
-		return st.ListMessages(ctx, sessionID)
+		msgs, err := st.ListMessages(ctx, sessionID)
+		if err == nil {
+			fn(msgs)
+		}
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.loaded {
 		stored, err := st.ListMessages(ctx, sessionID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// Messages recorded before the load may or may not be committed
 		// yet; either way they are newer than what the store returned.
@@ -57,9 +65,8 @@ func (h *History) Messages(ctx context.Context, st store.Store, sessionID string
 		}
 		h.loaded = true
 	}
-	n := len(h.msgs)
-	h.shared = n
-	return h.msgs[:n:n], nil
+	fn(h.msgs)
+	return nil
 }
 
 // Record hands m to write, which persists it or queues it to be, and then
@@ -88,11 +95,6 @@ func (h *History) putLocked(m proto.Message) {
 		h.index = make(map[string]int)
 	}
 	if i, ok := h.index[m.ID]; ok {
-		if i < h.shared {
-			// Copy on write. A run's messages are appended after the step
-			// read the history, so replacing them is usually in place.
-			h.msgs, h.shared = slices.Clone(h.msgs), 0
-		}
 		h.msgs[i] = m
 		return
 	}
