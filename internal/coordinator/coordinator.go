@@ -58,6 +58,7 @@ type Coordinator struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionRuns
 	hist     histories
+	prompts  systemPrompts
 
 	// workers counts session worker goroutines so shutdown can wait for them.
 	workers sync.WaitGroup
@@ -356,12 +357,15 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 	ar.ExcludedTools = settings.ExcludedTools
 	ar.PermissionMode = settings.PermissionMode
 	ar.System = func(tools []string) string {
-		return prompt.Build(settings.SystemMessage, prompt.Env{
+		env := prompt.Env{
 			WorkspacePath: ar.Workspace.Path,
 			OS:            runtime.GOOS,
 			Date:          time.Now(),
 			Tools:         tools,
-		})
+		}
+		// The settings decide the rest of the prompt; their JSON stands for them.
+		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly)}, tools...)
+		return c.prompts.get(key, func() string { return prompt.Build(settings.SystemMessage, env) })
 	}
 	p, name, err := c.provider(sess, settings)
 	if err != nil {
