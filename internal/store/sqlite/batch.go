@@ -35,9 +35,10 @@ type stmtResult struct {
 	err error
 }
 
-// batcher commits the hot small writes (events, messages, touches, pending
-// rows) in groups: whatever is queued when the writer gets to it goes into
-// one transaction. Under load that turns N commits into one, which is what
+// batcher commits the small writes (events, messages, sessions, pending
+// rows; all but workspace creation and session deletion) in groups:
+// whatever is queued when the writer gets to it goes into one
+// transaction. Under load that turns N commits into one, which is what
 // keeps a prompt's 202 from queueing behind the writes of every run in
 // flight. Units commit in the order they were queued.
 type batcher struct {

@@ -48,7 +48,7 @@ func (db *DB) PutPending(ctx context.Context, p store.Pending) error {
 
 // DeletePending implements store.Store.
 func (db *DB) DeletePending(ctx context.Context, requestID string) error {
-	res, err := db.writer.ExecContext(ctx, `DELETE FROM pending WHERE request_id = ?`, requestID)
+	res, err := db.batch.exec(ctx, `DELETE FROM pending WHERE request_id = ?`, requestID)
 	if err == nil {
 		err = rowsAffected(res)
 	}

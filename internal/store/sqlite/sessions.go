@@ -36,9 +36,11 @@ func scanSession(sc scanner) (store.Session, error) {
 }
 
 // CreateSession implements store.Store: store.ErrExists when the id is taken,
-// store.ErrNotFound when the workspace does not exist.
+// store.ErrNotFound when the workspace does not exist. Like every small
+// write of a session, it goes through the group commit rather than taking
+// the writer's one connection away from it for a transaction of its own.
 func (db *DB) CreateSession(ctx context.Context, s store.Session) error {
-	_, err := db.writer.ExecContext(ctx, `
+	_, err := db.batch.exec(ctx, `
 		INSERT INTO sessions (id, workspace_id, title, model, reasoning_effort, config, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.WorkspaceID, s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config),
@@ -89,7 +91,7 @@ func (db *DB) ListSessions(ctx context.Context, workspaceID string) ([]store.Ses
 // model, reasoning effort, config, updated_at); the id, workspace and
 // creation time are fixed. store.ErrNotFound when no such session exists.
 func (db *DB) UpdateSession(ctx context.Context, s store.Session) error {
-	res, err := db.writer.ExecContext(ctx, `
+	res, err := db.batch.exec(ctx, `
 		UPDATE sessions SET title = ?, model = ?, reasoning_effort = ?, config = ?, updated_at = ?
 		WHERE workspace_id = ? AND id = ?`,
 		s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config), toMicros(s.UpdatedAt),
