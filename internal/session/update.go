@@ -39,19 +39,19 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 		}
 	}
 	var previous string
-	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
+	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
 		previous = rec.Model
 		rec.Model = req.Model
 		if req.ReasoningEffort != nil {
 			rec.ReasoningEffort = *req.ReasoningEffort
 		}
+		return true
+	}, func(_ *workspace.Workspace, rec store.Session) workspace.Draft {
+		return workspace.Draft{Type: proto.EventSessionModelChanged, SessionID: rec.ID, Data: proto.SessionModelChanged{
+			Model: rec.Model, PreviousModel: previous, ReasoningEffort: rec.ReasoningEffort,
+		}}
 	})
 	if err != nil {
-		return proto.Session{}, err
-	}
-	if _, err := ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionModelChanged, SessionID: rec.ID, Data: proto.SessionModelChanged{
-		Model: rec.Model, PreviousModel: previous, ReasoningEffort: rec.ReasoningEffort,
-	}}); err != nil {
 		return proto.Session{}, err
 	}
 	return s.view(ws, rec), nil
@@ -64,16 +64,15 @@ func (s *Service) NameFromPrompt(ctx context.Context, wsID, sessionID, prompt st
 	if title == "" {
 		return nil
 	}
-	named := false
-	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
-		if rec.Title == DefaultTitle {
-			rec.Title, named = title, true
+	_, _, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
+		if rec.Title != DefaultTitle {
+			return false // named meanwhile
 		}
+		rec.Title = title
+		return true
+	}, func(ws *workspace.Workspace, rec store.Session) workspace.Draft {
+		return workspace.Draft{Type: proto.EventSessionUpdated, SessionID: rec.ID, Data: s.view(ws, rec)}
 	})
-	if err != nil || !named {
-		return err
-	}
-	_, err = ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionUpdated, SessionID: rec.ID, Data: s.view(ws, rec)})
 	return err
 }
 
@@ -95,16 +94,28 @@ func titleFrom(prompt string) string {
 
 // update applies change to the stored session under the service's write
 // lock, so concurrent updates (a model switch, a title) never undo each other.
-func (s *Service) update(ctx context.Context, wsID, sessionID string, change func(*store.Session)) (*workspace.Workspace, store.Session, error) {
+// change reports whether it changed anything; when it did not, nothing is
+// written. announce, when not nil, makes the event that announces the
+// change, which is written with it in one transaction: a crash can lose
+// neither without the other.
+func (s *Service) update(ctx context.Context, wsID, sessionID string, change func(*store.Session) bool, announce func(*workspace.Workspace, store.Session) workspace.Draft) (*workspace.Workspace, store.Session, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
 	if err != nil {
 		return nil, store.Session{}, err
 	}
-	change(&rec)
+	if !change(&rec) {
+		return ws, rec, nil
+	}
 	rec.UpdatedAt = time.Now().UTC().Truncate(time.Microsecond)
-	err = s.cfg.Store.UpdateSession(ctx, rec)
+	if announce == nil {
+		err = s.cfg.Store.UpdateSession(ctx, rec)
+	} else {
+		d := announce(ws, rec)
+		d.Session = &rec
+		_, err = ws.Emit(ctx, d)
+	}
 	// Dropped even after an error: the write may have landed all the same.
 	s.cached.drop(rec.ID)
 	if err != nil {
@@ -123,20 +134,22 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 	stored := *p
 	stored.APIKey = ""
 	var encodeErr error
-	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) {
+	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
 		var settings Settings
 		if len(rec.Config) > 0 {
 			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
-				return // keep the stored settings rather than lose them
+				return false // keep the stored settings rather than lose them
 			}
 		}
 		settings.Provider = &stored
-		if conf, err := json.Marshal(settings); err != nil {
+		conf, err := json.Marshal(settings)
+		if err != nil {
 			encodeErr = err
-		} else {
-			rec.Config = conf
+			return false
 		}
-	})
+		rec.Config = conf
+		return true
+	}, nil)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,11 @@ type Event struct {
 	// Touch, when set, raises the session's UpdatedAt to it (as by
 	// TouchSession) in the event's transaction. Not read back.
 	Touch time.Time
+	// Session, when set, is the session record the event announces. It is
+	// written (as by UpdateSession) in the event's transaction, so a change
+	// is never on disk without its event, nor the event without the change.
+	// Not read back.
+	Session *Session
 }
 
 // Pending is a request a parked run waits on (a permission or a client tool call).

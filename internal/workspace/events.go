@@ -31,6 +31,9 @@ type Draft struct {
 	Message *proto.Message
 	// Touch, when set, moves the session's UpdatedAt up to it with the event.
 	Touch time.Time
+	// Session, when set, is the changed session record the event announces,
+	// stored with it in one transaction (see store.Event).
+	Session *store.Session
 }
 
 // eventLog numbers, persists and publishes a workspace's events.
@@ -212,6 +215,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		Message:     d.Message,
 		MessageJSON: data, // the event's data is the message (see Draft)
 		Touch:       d.Touch,
+		Session:     d.Session,
 	}, sl, nil
 }
 

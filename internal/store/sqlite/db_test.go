@@ -503,6 +503,37 @@ func TestAppendEventsAllOrNone(t *testing.T) {
 	require.Equal(t, 2, sess.MessageCount)
 }
 
+// An event that carries a session record writes it with the event, or
+// neither when the event cannot be written.
+func TestAppendEventsWritesTheSessionItAnnounces(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	orig := mustSession(t, db, "w", "s", t0)
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "s", 1, true)))
+
+	changed := orig
+	changed.Title, changed.Model, changed.UpdatedAt = "renamed", "openai/gpt-4.1", at(time.Hour)
+	dup := ev("w", "s", 1, true)
+	dup.Session = &changed
+	require.ErrorIs(t, db.AppendEvents(ctx, []store.Event{dup}), store.ErrExists)
+	got, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, "title s", got.Title, "no event, no change")
+
+	e := ev("w", "s", 2, true)
+	e.Session = &changed
+	require.NoError(t, db.AppendEvents(ctx, []store.Event{e}))
+	got, err = db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, "renamed", got.Title)
+	require.Equal(t, "openai/gpt-4.1", got.Model)
+	require.Equal(t, at(time.Hour), got.UpdatedAt)
+	evs, err := db.WorkspaceEvents(ctx, "w", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2}, seqs(evs))
+}
+
 // A message put several times in one AppendEvents ends with its last
 // version, in the place its first put gave it.
 func TestAppendEventsKeepsEachMessagesLastVersionInItsFirstPlace(t *testing.T) {

@@ -78,6 +78,9 @@ func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 		}
 		stmts = append(stmts, putMessageData(msg.Message.ID, msg.Message.SessionID, data))
 	}
+	if e.Session != nil {
+		stmts = append(stmts, updateSessionStmt(*e.Session))
+	}
 	if !e.Touch.IsZero() {
 		stmts = append(stmts, touchStmt(e.SessionID, e.Touch))
 	}

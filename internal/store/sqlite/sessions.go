@@ -91,11 +91,7 @@ func (db *DB) ListSessions(ctx context.Context, workspaceID string) ([]store.Ses
 // model, reasoning effort, config, updated_at); the id, workspace and
 // creation time are fixed. store.ErrNotFound when no such session exists.
 func (db *DB) UpdateSession(ctx context.Context, s store.Session) error {
-	res, err := db.batch.exec(ctx, `
-		UPDATE sessions SET title = ?, model = ?, reasoning_effort = ?, config = ?, updated_at = ?
-		WHERE workspace_id = ? AND id = ?`,
-		s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config), toMicros(s.UpdatedAt),
-		s.WorkspaceID, s.ID)
+	res, err := db.batch.submitWait(ctx, []stmt{updateSessionStmt(s)})
 	if err == nil {
 		err = rowsAffected(res)
 	}
@@ -103,6 +99,13 @@ func (db *DB) UpdateSession(ctx context.Context, s store.Session) error {
 		return fmt.Errorf("update session %s: %w", s.ID, err)
 	}
 	return nil
+}
+
+func updateSessionStmt(s store.Session) stmt {
+	return stmt{`
+		UPDATE sessions SET title = ?, model = ?, reasoning_effort = ?, config = ?, updated_at = ?
+		WHERE workspace_id = ? AND id = ?`,
+		[]any{s.Title, s.Model, s.ReasoningEffort, jsonText(s.Config), toMicros(s.UpdatedAt), s.WorkspaceID, s.ID}}
 }
 
 // DeleteSession implements store.Store. Everything goes in one transaction so
