@@ -157,20 +157,12 @@ func TestMessageCountBackfilled(t *testing.T) {
 		require.NoError(t, db.PutMessage(ctx, msg(id, "s", id)))
 	}
 	// Undo migration 0002 to get the schema as 0001 left it.
-	for _, q := range []string{
+	db = reopenAfter(t, db, path,
 		`DROP TRIGGER messages_count_insert`,
 		`DROP TRIGGER messages_count_delete`,
 		`ALTER TABLE sessions DROP COLUMN message_count`,
 		`DELETE FROM schema_migrations WHERE version = '0002_message_count.sql'`,
-	} {
-		_, err := db.writer.Exec(q)
-		require.NoError(t, err, q)
-	}
-	require.NoError(t, db.Close())
-
-	db, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer db.Close()
+	)
 	s, err := db.GetSession(ctx, "w", "s")
 	require.NoError(t, err)
 	require.Equal(t, 2, s.MessageCount)
@@ -193,8 +185,8 @@ func TestMessagesRebuiltWithoutAutoincrement(t *testing.T) {
 	mustWorkspace(t, db, "w")
 	mustSession(t, db, "w", "s", t0)
 	mustSession(t, db, "w", "gone", t0)
-	// The table as 0001 made it.
-	for _, q := range []string{
+	// The table as 0001 made it, with rows.
+	execAll(t, db,
 		`DROP TABLE messages`,
 		`CREATE TABLE messages (
 			ord INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
@@ -204,20 +196,12 @@ func TestMessagesRebuiltWithoutAutoincrement(t *testing.T) {
 			UPDATE sessions SET message_count = message_count + 1 WHERE id = NEW.session_id; END`,
 		`CREATE TRIGGER messages_count_delete AFTER DELETE ON messages BEGIN
 			UPDATE sessions SET message_count = message_count - 1 WHERE id = OLD.session_id; END`,
-		`DELETE FROM schema_migrations WHERE version = '0004_messages_rowid.sql'`,
-	} {
-		_, err := db.writer.Exec(q)
-		require.NoError(t, err, q)
-	}
+	)
 	m1, m2, m3 := msg("m1", "s", "one"), msg("m2", "s", "two"), msg("m3", "s", "three")
 	for _, m := range []proto.Message{m2, m1, msg("g", "gone", "newest")} {
 		require.NoError(t, db.PutMessage(ctx, m))
 	}
-	require.NoError(t, db.Close())
-
-	db, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer db.Close()
+	db = reopenAfter(t, db, path, `DELETE FROM schema_migrations WHERE version = '0004_messages_rowid.sql'`)
 	var schema string
 	require.NoError(t, db.reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE name = 'messages'`).Scan(&schema))
 	require.NotContains(t, schema, "AUTOINCREMENT")
@@ -233,6 +217,26 @@ func TestMessagesRebuiltWithoutAutoincrement(t *testing.T) {
 	sess, err := db.GetSession(ctx, "w", "s")
 	require.NoError(t, err)
 	require.Equal(t, 3, sess.MessageCount, "the count triggers came back with the table")
+}
+
+// reopenAfter runs stmts on db (to put the schema back as an older binary
+// left it, for one), closes it and opens the file again, which migrates it.
+func reopenAfter(t *testing.T, db *DB, path string, stmts ...string) *DB {
+	t.Helper()
+	execAll(t, db, stmts...)
+	require.NoError(t, db.Close())
+	db, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func execAll(t *testing.T, db *DB, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		_, err := db.writer.Exec(q)
+		require.NoError(t, err, q)
+	}
 }
 
 func TestMigrationUnknownToBinary(t *testing.T) {
