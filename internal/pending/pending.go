@@ -491,9 +491,16 @@ func (b *Broker) markApplied(ctx context.Context, requestID string) {
 	b.saveLocked(ctx, r)
 }
 
+// find returns the run's latest request for the tool call, settled or not:
+// a revived run that asks again for a call it asked before gets that
+// request (and its answer) back instead of a new one.
 func (b *Broker) find(ctx context.Context, wsID, runID, toolCallID, kind string) (*row, error) {
-	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool {
-		if r.RunID != runID || r.Kind != kind {
+	ps, err := b.store.RunPending(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list pending of run %s: %w", runID, err)
+	}
+	rows := b.decodeAll(ps, func(r *row) bool {
+		if r.WorkspaceID != wsID || r.Kind != kind {
 			return false
 		}
 		if r.rec.Permission != nil {
@@ -501,17 +508,23 @@ func (b *Broker) find(ctx context.Context, wsID, runID, toolCallID, kind string)
 		}
 		return r.rec.ToolCall != nil && r.rec.ToolCall.ToolCallID == toolCallID
 	})
-	if err != nil || len(rows) == 0 {
-		return nil, err
+	if len(rows) == 0 {
+		return nil, nil
 	}
 	return rows[len(rows)-1], nil
 }
 
+// rowsLocked returns the workspace's unsettled requests that keep accepts;
+// settled ones are never work again.
 func (b *Broker) rowsLocked(ctx context.Context, wsID string, keep func(*row) bool) ([]*row, error) {
 	ps, err := b.store.ListPending(ctx, wsID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending of %s: %w", wsID, err)
 	}
+	return b.decodeAll(ps, keep), nil
+}
+
+func (b *Broker) decodeAll(ps []store.Pending, keep func(*row) bool) []*row {
 	var out []*row
 	for _, p := range ps {
 		r, err := decode(p)
@@ -523,7 +536,7 @@ func (b *Broker) rowsLocked(ctx context.Context, wsID string, keep func(*row) bo
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (b *Broker) saveLocked(ctx context.Context, r *row) error {
@@ -532,6 +545,9 @@ func (b *Broker) saveLocked(ctx context.Context, r *row) error {
 		return fmt.Errorf("encode pending %s: %w", r.RequestID, err)
 	}
 	r.Data = data
+	// Applied is the last state a request reaches: its answer is in the
+	// run, or the run is over.
+	r.Settled = r.rec.Applied
 	if err := b.store.PutPending(ctx, r.Pending); err != nil {
 		b.log.Error("persist pending request", "request_id", r.RequestID, "err", err)
 		return fmt.Errorf("persist pending %s: %w", r.RequestID, err)

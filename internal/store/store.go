@@ -83,6 +83,10 @@ type Pending struct {
 	Kind        string          // "permission" or "tool_call"
 	Data        json.RawMessage // the request as sent to clients plus what reviving the run needs
 	CreatedAt   time.Time
+	// Settled marks a request whose answer reached its run, or whose run gave
+	// it up. It is kept (a late answer is told it was resolved) but is no
+	// longer listed as the workspace's pending work.
+	Settled bool
 }
 
 // Store is everything Tandem keeps on disk. Implementations are safe for
@@ -126,7 +130,10 @@ type Store interface {
 	PutPending(ctx context.Context, p Pending) error
 	DeletePending(ctx context.Context, requestID string) error // ErrNotFound when absent
 	GetPending(ctx context.Context, requestID string) (Pending, error)
-	ListPending(ctx context.Context, workspaceID string) ([]Pending, error) // oldest first
+	// ListPending returns the workspace's requests that are not settled, oldest first.
+	ListPending(ctx context.Context, workspaceID string) ([]Pending, error)
+	// RunPending returns every request of the run, settled or not, oldest first.
+	RunPending(ctx context.Context, runID string) ([]Pending, error)
 
 	// Close flushes and closes the database.
 	Close() error

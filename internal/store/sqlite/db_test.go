@@ -681,6 +681,64 @@ func TestPending(t *testing.T) {
 	require.Equal(t, []store.Pending{p2}, list)
 }
 
+// A settled request is kept (an answer to it must learn it was resolved)
+// but is no longer the workspace's pending work; its run still finds it.
+func TestPendingSettled(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	open := store.Pending{RequestID: "open", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission", CreatedAt: at(time.Second)}
+	done := store.Pending{RequestID: "done", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission", CreatedAt: t0, Settled: true}
+	other := store.Pending{RequestID: "other", WorkspaceID: "w", SessionID: "s", RunID: "run2", Kind: "tool_call", CreatedAt: t0}
+	for _, p := range []store.Pending{open, done, other} {
+		require.NoError(t, db.PutPending(ctx, p))
+	}
+	list, err := db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{other, open}, list)
+	got, err := db.GetPending(ctx, "done")
+	require.NoError(t, err)
+	require.Equal(t, done, got)
+	runs, err := db.RunPending(ctx, "run")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{done, open}, runs, "settled or not, oldest first")
+
+	open.Settled = true
+	require.NoError(t, db.PutPending(ctx, open))
+	list, err = db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{other}, list)
+}
+
+// Migration 0005 settles the requests whose answer the broker had recorded
+// as applied, and only those.
+func TestPendingSettledBackfilled(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	applied := store.Pending{RequestID: "applied", WorkspaceID: "w", RunID: "r", Kind: "permission", CreatedAt: t0,
+		Data: json.RawMessage(`{"resolved":true,"applied":true,"answer":{"result":"approved"}}`)}
+	resolved := store.Pending{RequestID: "resolved", WorkspaceID: "w", RunID: "r", Kind: "permission", CreatedAt: at(time.Second),
+		Data: json.RawMessage(`{"resolved":true,"answer":{"result":"approved"}}`)}
+	waiting := store.Pending{RequestID: "waiting", WorkspaceID: "w", RunID: "r", Kind: "tool_call", CreatedAt: at(2 * time.Second),
+		Data: json.RawMessage(`{"answer":{}}`)}
+	for _, p := range []store.Pending{applied, resolved, waiting} {
+		require.NoError(t, db.PutPending(ctx, p))
+	}
+	// Undo migration 0005 to get the table as 0004 left it.
+	db = reopenAfter(t, db, path,
+		`DROP INDEX pending_open_by_workspace`,
+		`DROP INDEX pending_by_run`,
+		`CREATE INDEX pending_by_workspace ON pending (workspace_id, created_at)`,
+		`ALTER TABLE pending DROP COLUMN settled`,
+		`DELETE FROM schema_migrations WHERE version = '0005_pending_settled.sql'`,
+	)
+	list, err := db.ListPending(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, []store.Pending{resolved, waiting}, list)
+	got, err := db.GetPending(ctx, "applied")
+	require.NoError(t, err)
+	require.True(t, got.Settled)
+}
+
 func TestDeleteSessionCascade(t *testing.T) {
 	db, _ := openTest(t)
 	ctx := context.Background()

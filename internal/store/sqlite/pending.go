@@ -10,7 +10,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at`
+const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at, settled`
 
 func scanPending(s scanner) (store.Pending, error) {
 	var (
@@ -18,7 +18,7 @@ func scanPending(s scanner) (store.Pending, error) {
 		data    []byte
 		created int64
 	)
-	if err := s.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &created); err != nil {
+	if err := s.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &created, &p.Settled); err != nil {
 		return store.Pending{}, err
 	}
 	if data != nil {
@@ -34,13 +34,13 @@ func scanPending(s scanner) (store.Pending, error) {
 // among requests created at the same instant.
 func (db *DB) PutPending(ctx context.Context, p store.Pending) error {
 	if _, err := db.batch.exec(ctx, `
-		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (request_id) DO UPDATE SET
 			workspace_id = excluded.workspace_id, session_id = excluded.session_id,
 			run_id = excluded.run_id, kind = excluded.kind, data = excluded.data,
-			created_at = excluded.created_at`,
+			created_at = excluded.created_at, settled = excluded.settled`,
 		p.RequestID, p.WorkspaceID, p.SessionID, p.RunID, p.Kind, jsonText(p.Data),
-		toMicros(p.CreatedAt)); err != nil {
+		toMicros(p.CreatedAt), p.Settled); err != nil {
 		return fmt.Errorf("put pending %s: %w", p.RequestID, err)
 	}
 	return nil
@@ -72,16 +72,31 @@ func (db *DB) GetPending(ctx context.Context, requestID string) (store.Pending, 
 }
 
 // ListPending implements store.Store. Equal creation times fall back to
-// insertion order (rowid).
+// insertion order (rowid). It reads only unsettled rows, through the
+// partial index, however many settled ones the workspace has.
 func (db *DB) ListPending(ctx context.Context, workspaceID string) ([]store.Pending, error) {
-	rows, err := db.query(ctx, `SELECT `+pendingCols+` FROM pending
-		WHERE workspace_id = ? ORDER BY created_at, rowid`, workspaceID)
-	if err != nil {
-		return nil, fmt.Errorf("list pending %s: %w", workspaceID, err)
-	}
-	out, err := collect(rows, scanPending)
+	out, err := db.listPending(ctx, `SELECT `+pendingCols+` FROM pending
+		WHERE workspace_id = ? AND settled = 0 ORDER BY created_at, rowid`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending %s: %w", workspaceID, err)
 	}
 	return out, nil
+}
+
+// RunPending implements store.Store.
+func (db *DB) RunPending(ctx context.Context, runID string) ([]store.Pending, error) {
+	out, err := db.listPending(ctx, `SELECT `+pendingCols+` FROM pending
+		WHERE run_id = ? ORDER BY created_at, rowid`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list pending of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+func (db *DB) listPending(ctx context.Context, query string, arg string) ([]store.Pending, error) {
+	rows, err := db.query(ctx, query, arg)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanPending)
 }
