@@ -211,6 +211,7 @@ func TestWholeSessionThroughTheSDK(t *testing.T) {
 	perms, err = c.ListPermissions(ctx, ws.ID)
 	require.NoError(t, err)
 	assert.Empty(t, perms)
+	until(t, stream, proto.EventSessionIdle) // busy until then
 	st, err := c.AgentStatus(ctx, ws.ID, sess.ID)
 	require.NoError(t, err)
 	assert.False(t, st.Busy)

@@ -74,6 +74,8 @@ func TestEchoRunThroughTheSDK(t *testing.T) {
 	assert.Equal(t, proto.PartFinish, parts[len(parts)-1].Type)
 	assert.Equal(t, proto.FinishEndTurn, parts[len(parts)-1].Reason)
 
+	// The session is busy until session.idle, which follows run.completed.
+	until(t, stream, proto.EventSessionIdle)
 	st, err := e.c.AgentStatus(ctx, ws.ID, s.ID)
 	require.NoError(t, err)
 	assert.False(t, st.Busy)
