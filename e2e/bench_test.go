@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/server"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -335,4 +339,61 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkStartWithHistory starts the server, and stops it, on a data
+// directory whose workspace log holds 20,000 finished runs (100,000
+// events): what a start costs as history grows, which the CLI's in-process
+// server pays at every prompt. A start reads the log for runs a crash left
+// unfinished; first-ms is the first start, later-ms the mean of the others.
+func BenchmarkStartWithHistory(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "tandem.db"))
+	require.NoError(b, err)
+	now := time.Now().UTC()
+	ws, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: b.TempDir(), CreatedAt: now})
+	require.NoError(b, err)
+	sid := uuid.NewString()
+	require.NoError(b, db.CreateSession(ctx, store.Session{ID: sid, WorkspaceID: ws.ID, CreatedAt: now, UpdatedAt: now}))
+	var (
+		seq   int64
+		batch []store.Event
+	)
+	data := json.RawMessage(`{"prompt": "make the tests pass", "text": "` + strings.Repeat("x", 200) + `"}`)
+	for range 20000 {
+		runID := uuid.NewString()
+		for _, typ := range []string{proto.EventRunAccepted, proto.EventRunStarted, proto.EventMessageUpdated, proto.EventMessageUpdated, proto.EventRunCompleted} {
+			seq++
+			env, err := json.Marshal(proto.Event{Seq: seq, Type: typ, WorkspaceID: ws.ID, SessionID: sid, RunID: runID, Data: data})
+			require.NoError(b, err)
+			batch = append(batch, store.Event{Seq: seq, WorkspaceID: ws.ID, SessionID: sid, RunID: runID, Type: typ, InHistory: true, Envelope: env})
+		}
+		if len(batch) >= 1000 {
+			require.NoError(b, db.AppendEvents(ctx, batch))
+			batch = batch[:0]
+		}
+	}
+	require.NoError(b, db.AppendEvents(ctx, batch))
+	require.NoError(b, db.ReserveSeq(ctx, ws.ID, seq))
+	require.NoError(b, db.Close())
+
+	var first, later time.Duration
+	n := 0
+	for b.Loop() {
+		start := time.Now()
+		srv, err := server.New(ctx, serverConfig{DataDir: dir, Token: testToken})
+		require.NoError(b, err)
+		if took := time.Since(start); n == 0 {
+			first = took
+		} else {
+			later += took
+		}
+		n++
+		require.NoError(b, srv.Shutdown(ctx))
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
+	if n > 1 {
+		b.ReportMetric(float64(later.Microseconds())/1000/float64(n-1), "later-ms")
+	}
 }

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,31 +28,10 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	dataDir := t.TempDir()
 	env := []string{"TANDEM_TOKEN=crash-token", "TANDEM_DATA_DIR=" + dataDir}
 	p := startServe(t, env)
-	call := func(url, method, path string, body any, out any) int {
-		t.Helper()
-		var rd *strings.Reader
-		if body != nil {
-			raw, err := json.Marshal(body)
-			require.NoError(t, err)
-			rd = strings.NewReader(string(raw))
-		} else {
-			rd = strings.NewReader("")
-		}
-		req, err := http.NewRequest(method, url+path, rd)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer crash-token")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		if out != nil {
-			require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-		}
-		return resp.StatusCode
-	}
 	var ws proto.Workspace
-	require.Equal(t, http.StatusCreated, call(p.url, "POST", "/v1/workspaces", map[string]string{"path": t.TempDir()}, &ws))
+	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces", map[string]string{"path": t.TempDir()}, &ws))
 	var sess proto.Session
-	require.Equal(t, http.StatusCreated, call(p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &sess))
+	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &sess))
 
 	req, err := http.NewRequest("GET", fmt.Sprintf("%s/v1/workspaces/%s/events?client_id=%s", p.url, ws.ID, uuid.NewString()), nil)
 	require.NoError(t, err)
@@ -71,8 +53,8 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	}()
 
 	var running, queued proto.PromptAccepted
-	require.Equal(t, http.StatusAccepted, call(p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "/slow 100000 10"}, &running))
-	require.Equal(t, http.StatusAccepted, call(p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "waiting in line"}, &queued))
+	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "/slow 100000 10"}, &running))
+	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "waiting in line"}, &queued))
 	select {
 	case <-deltas:
 	case <-time.After(30 * time.Second):
@@ -82,21 +64,12 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	<-p.done
 
 	p2 := startServe(t, env)
-	var hist proto.EventList
-	require.Equal(t, http.StatusOK, call(p2.url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", ws.ID, sess.ID), nil, &hist))
-	completed := map[string][]string{}
-	for _, ev := range hist.Events {
-		if ev.Type == proto.EventRunCompleted {
-			var rc proto.RunCompleted
-			require.NoError(t, json.Unmarshal(ev.Data, &rc))
-			completed[rc.RunID] = append(completed[rc.RunID], rc.Outcome)
-		}
-	}
+	completed := runOutcomes(t, p2.url, ws.ID, sess.ID)
 	assert.Equal(t, []string{proto.OutcomeInterrupted}, completed[running.RunID])
 	assert.Equal(t, []string{proto.OutcomeInterrupted}, completed[queued.RunID])
 
 	var msgs proto.MessageList
-	require.Equal(t, http.StatusOK, call(p2.url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/messages", ws.ID, sess.ID), nil, &msgs))
+	require.Equal(t, http.StatusOK, crashCall(t, p2.url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/messages", ws.ID, sess.ID), nil, &msgs))
 	for _, id := range []string{running.RunID, queued.RunID} {
 		var users int
 		var last proto.Message
@@ -122,14 +95,151 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p2.done)
 	p3 := startServe(t, env)
-	require.Equal(t, http.StatusOK, call(p3.url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", ws.ID, sess.ID), nil, &hist))
 	n := 0
-	for _, ev := range hist.Events {
-		if ev.Type == proto.EventRunCompleted {
-			n++
-		}
+	for _, outcomes := range runOutcomes(t, p3.url, ws.ID, sess.ID) {
+		n += len(outcomes)
 	}
 	assert.Equal(t, 2, n, "recovery is done once")
 	require.NoError(t, p3.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p3.done)
+}
+
+// crashCall makes a request to a server of these tests and decodes its
+// answer into out, returning the status.
+func crashCall(t *testing.T, url, method, path string, body any, out any) int {
+	t.Helper()
+	var rd *strings.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = strings.NewReader(string(raw))
+	} else {
+		rd = strings.NewReader("")
+	}
+	req, err := http.NewRequest(method, url+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer crash-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+// crashStream opens the workspace's stream as a new client and returns the
+// client id and a channel of its events (type and data).
+func crashStream(t *testing.T, url, wsID string) (string, <-chan proto.Event) {
+	t.Helper()
+	clientID := uuid.NewString()
+	req, err := http.NewRequest("GET", fmt.Sprintf("%s/v1/workspaces/%s/events?client_id=%s", url, wsID, clientID), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer crash-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	t.Cleanup(func() { resp.Body.Close() })
+	events := make(chan proto.Event, 1024)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev proto.Event
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					events <- ev
+				}
+			}
+		}
+	}()
+	return clientID, events
+}
+
+// awaitEvent returns the first event of the type for the run.
+func awaitEvent(t *testing.T, events <-chan proto.Event, typ, runID string) proto.Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			require.True(t, ok, "the stream ended before %s", typ)
+			if ev.Type == typ && ev.RunID == runID {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s for run %s", typ, runID)
+		}
+	}
+}
+
+// A run suspended on a permission across a clean restart, revived by the
+// answer and then lost in a crash, still ends interrupted at the next
+// start: what the start in between recovered never lets a later start
+// skip a run that had not completed.
+func TestRevivedRunLostInACrashEndsInterrupted(t *testing.T) {
+	env := []string{"TANDEM_TOKEN=crash-token", "TANDEM_DATA_DIR=" + t.TempDir()}
+	// The command says when it runs through a FIFO the test reads.
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "running"), 0o600))
+	p := startServe(t, env)
+	var ws proto.Workspace
+	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces", map[string]string{"path": dir}, &ws))
+	var sess proto.Session
+	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &sess))
+	_, events := crashStream(t, p.url, ws.ID)
+	var acc proto.PromptAccepted
+	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent",
+		proto.PromptRequest{SessionID: sess.ID, Prompt: `/tool bash {"command": "echo up > running; sleep 5"}`}, &acc))
+	var pr proto.PermissionRequest
+	require.NoError(t, json.Unmarshal(awaitEvent(t, events, proto.EventPermissionRequested, acc.RunID).Data, &pr))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done)
+
+	p2 := startServe(t, env)
+	client, _ := crashStream(t, p2.url, ws.ID)
+	running := make(chan error, 1)
+	go func() {
+		// Opening a FIFO to read waits for its writer: the revived run's command.
+		f, err := os.Open(filepath.Join(dir, "running"))
+		if err == nil {
+			_, err = io.ReadAll(f)
+			f.Close()
+		}
+		running <- err
+	}()
+	require.Equal(t, http.StatusOK, crashCall(t, p2.url, "POST", "/v1/workspaces/"+ws.ID+"/permissions/"+pr.RequestID,
+		proto.PermissionAnswer{ClientID: client, Decision: proto.DecisionApproveOnce}, nil))
+	select {
+	case err := <-running:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the revived run never ran its command")
+	}
+	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGKILL))
+	<-p2.done
+
+	p3 := startServe(t, env)
+	outcomes := runOutcomes(t, p3.url, ws.ID, sess.ID)[acc.RunID]
+	assert.Equal(t, []string{proto.OutcomeInterrupted}, outcomes)
+	require.NoError(t, p3.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p3.done)
+}
+
+// runOutcomes reads the session's history and returns, per run, the
+// outcomes of its run.completed events in order.
+func runOutcomes(t *testing.T, url, wsID, sessionID string) map[string][]string {
+	t.Helper()
+	var hist proto.EventList
+	require.Equal(t, http.StatusOK, crashCall(t, url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", wsID, sessionID), nil, &hist))
+	out := map[string][]string{}
+	for _, ev := range hist.Events {
+		if ev.Type == proto.EventRunCompleted {
+			var rc proto.RunCompleted
+			require.NoError(t, json.Unmarshal(ev.Data, &rc))
+			out[rc.RunID] = append(out[rc.RunID], rc.Outcome)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -17,13 +18,20 @@ const recoverPage = 1000
 // suspended, not lost). Each ends as interrupted, with its user message and a
 // finish part, so every 202 still yields exactly one run.completed. A clean
 // shutdown leaves none; Recover runs at startup, before the server serves.
+//
+// It reads each workspace's log from the workspace's RecoveredThrough on,
+// and moves that mark up to just below the first run it finds open, so the
+// next start reads only what came after: a CLI that starts an in-process
+// server for every prompt would otherwise read the whole history each time.
+// A run it ends now stays above the mark until a later start sees its
+// run.completed on disk.
 func (c *Coordinator) Recover(ctx context.Context) error {
 	workspaces, err := c.cfg.Store.ListWorkspaces(ctx)
 	if err != nil {
 		return fmt.Errorf("recover runs: %w", err)
 	}
 	for _, w := range workspaces {
-		if err := c.recoverWorkspace(ctx, w.ID); err != nil {
+		if err := c.recoverWorkspace(ctx, w); err != nil {
 			return fmt.Errorf("recover runs of workspace %s: %w", w.ID, err)
 		}
 	}
@@ -32,17 +40,21 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 
 type lostRun struct {
 	id, sessionID, prompt, clientID string
+	seq                             int64 // of its run.accepted
 }
 
-func (c *Coordinator) recoverWorkspace(ctx context.Context, wsID string) error {
+func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) error {
+	wsID := w.ID
 	open := map[string]lostRun{}
 	var order []string
-	for after := int64(0); ; {
+	mark := w.RecoveredThrough
+	for after := w.RecoveredThrough; ; {
 		evs, err := c.cfg.Store.WorkspaceEvents(ctx, wsID, after, 0, recoverPage)
 		if err != nil {
 			return err
 		}
 		for _, e := range evs {
+			mark = e.Seq
 			switch e.Type {
 			case proto.EventRunAccepted:
 				var env struct {
@@ -51,7 +63,7 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, wsID string) error {
 				if err := json.Unmarshal(e.Envelope, &env); err != nil {
 					return fmt.Errorf("decode event %d: %w", e.Seq, err)
 				}
-				open[e.RunID] = lostRun{id: e.RunID, sessionID: e.SessionID, prompt: env.Data.Prompt, clientID: env.Data.ClientID}
+				open[e.RunID] = lostRun{id: e.RunID, sessionID: e.SessionID, prompt: env.Data.Prompt, clientID: env.Data.ClientID, seq: e.Seq}
 				order = append(order, e.RunID)
 			case proto.EventRunCompleted:
 				delete(open, e.RunID)
@@ -62,9 +74,22 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, wsID string) error {
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	if len(open) == 0 {
-		return nil
+	for _, r := range open {
+		mark = min(mark, r.seq-1)
 	}
+	if len(open) > 0 {
+		if err := c.endLostRuns(ctx, wsID, open, order); err != nil {
+			return err
+		}
+	}
+	if mark > w.RecoveredThrough {
+		return c.cfg.Store.SetRecoveredThrough(ctx, wsID, mark)
+	}
+	return nil
+}
+
+// endLostRuns ends the open runs, in order, but those waiting on a client.
+func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[string]lostRun, order []string) error {
 	ws, err := c.cfg.Workspaces.Get(ctx, wsID)
 	if err != nil {
 		return err

@@ -26,6 +26,10 @@ type Workspace struct {
 	// workspace. After a restart numbering resumes above it, so seqs keep growing
 	// even though ephemeral events never reach the disk.
 	SeqReserved int64
+	// RecoveredThrough is a seq of the workspace's log at or below which
+	// every run accepted has completed: finding the runs a crash left
+	// unfinished needs only the events above it.
+	RecoveredThrough int64
 }
 
 // Session is a persisted session. Runtime fields (busy, queued, attached clients)
@@ -99,6 +103,9 @@ type Store interface {
 	ListWorkspaces(ctx context.Context) ([]Workspace, error) // oldest first
 	// ReserveSeq raises the workspace's SeqReserved to upTo (never lowers it).
 	ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error
+	// SetRecoveredThrough raises the workspace's RecoveredThrough to seq
+	// (never lowers it).
+	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
 
 	CreateSession(ctx context.Context, s Session) error // ErrExists when the id is taken
 	GetSession(ctx context.Context, workspaceID, id string) (Session, error)

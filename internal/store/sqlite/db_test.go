@@ -354,17 +354,29 @@ func TestEnsureWorkspaceConcurrent(t *testing.T) {
 	require.EqualValues(t, 1, created.Load())
 }
 
-func TestReserveSeq(t *testing.T) {
-	db, _ := openTest(t)
-	ctx := context.Background()
-	mustWorkspace(t, db, "w")
-	require.NoError(t, db.ReserveSeq(ctx, "w", 100))
-	require.NoError(t, db.ReserveSeq(ctx, "w", 50)) // never lowers
-	w, err := db.GetWorkspace(ctx, "w")
-	require.NoError(t, err)
-	require.EqualValues(t, 100, w.SeqReserved)
-	require.NoError(t, db.ReserveSeq(ctx, "w", 100)) // unchanged value still "found"
-	require.ErrorIs(t, db.ReserveSeq(ctx, "nope", 1), store.ErrNotFound)
+// A workspace's marks (the seqs reserved, the log recovered) only move up,
+// and setting one names a workspace that exists.
+func TestWorkspaceMarksOnlyRise(t *testing.T) {
+	for name, mark := range map[string]struct {
+		set func(*DB, context.Context, string, int64) error
+		get func(store.Workspace) int64
+	}{
+		"seq_reserved":      {(*DB).ReserveSeq, func(w store.Workspace) int64 { return w.SeqReserved }},
+		"recovered_through": {(*DB).SetRecoveredThrough, func(w store.Workspace) int64 { return w.RecoveredThrough }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, _ := openTest(t)
+			ctx := context.Background()
+			mustWorkspace(t, db, "w")
+			require.NoError(t, mark.set(db, ctx, "w", 100))
+			require.NoError(t, mark.set(db, ctx, "w", 50)) // never lowers
+			w, err := db.GetWorkspace(ctx, "w")
+			require.NoError(t, err)
+			require.EqualValues(t, 100, mark.get(w))
+			require.NoError(t, mark.set(db, ctx, "w", 100)) // unchanged value still "found"
+			require.ErrorIs(t, mark.set(db, ctx, "nope", 1), store.ErrNotFound)
+		})
+	}
 }
 
 func TestSessions(t *testing.T) {
@@ -648,9 +660,7 @@ func TestPending(t *testing.T) {
 	p2 := store.Pending{RequestID: "r2", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "tool_call",
 		Data: json.RawMessage(`{"name":"x"}`), CreatedAt: at(time.Second)}
 	p3 := store.Pending{RequestID: "r3", WorkspaceID: "v", Kind: "permission", CreatedAt: t0}
-	for _, p := range []store.Pending{p1, p2, p3} {
-		require.NoError(t, db.PutPending(ctx, p))
-	}
+	mustPutPending(t, db, p1, p2, p3)
 
 	got, err := db.GetPending(ctx, "r1")
 	require.NoError(t, err)
@@ -661,9 +671,7 @@ func TestPending(t *testing.T) {
 	_, err = db.GetPending(ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	list, err := db.ListPending(ctx, "w")
-	require.NoError(t, err)
-	require.Equal(t, []store.Pending{p2, p1}, list, "oldest first")
+	requireListed(t, db, "w", p2, p1)
 
 	// Put again replaces.
 	p1.Data = json.RawMessage(`{"tool":"edit"}`)
@@ -676,9 +684,7 @@ func TestPending(t *testing.T) {
 	require.ErrorIs(t, db.DeletePending(ctx, "r1"), store.ErrNotFound)
 	_, err = db.GetPending(ctx, "r1")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	list, err = db.ListPending(ctx, "w")
-	require.NoError(t, err)
-	require.Equal(t, []store.Pending{p2}, list)
+	requireListed(t, db, "w", p2)
 }
 
 // A settled request is kept (an answer to it must learn it was resolved)
@@ -689,12 +695,8 @@ func TestPendingSettled(t *testing.T) {
 	open := store.Pending{RequestID: "open", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission", CreatedAt: at(time.Second)}
 	done := store.Pending{RequestID: "done", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission", CreatedAt: t0, Settled: true}
 	other := store.Pending{RequestID: "other", WorkspaceID: "w", SessionID: "s", RunID: "run2", Kind: "tool_call", CreatedAt: t0}
-	for _, p := range []store.Pending{open, done, other} {
-		require.NoError(t, db.PutPending(ctx, p))
-	}
-	list, err := db.ListPending(ctx, "w")
-	require.NoError(t, err)
-	require.Equal(t, []store.Pending{other, open}, list)
+	mustPutPending(t, db, open, done, other)
+	requireListed(t, db, "w", other, open)
 	got, err := db.GetPending(ctx, "done")
 	require.NoError(t, err)
 	require.Equal(t, done, got)
@@ -704,9 +706,7 @@ func TestPendingSettled(t *testing.T) {
 
 	open.Settled = true
 	require.NoError(t, db.PutPending(ctx, open))
-	list, err = db.ListPending(ctx, "w")
-	require.NoError(t, err)
-	require.Equal(t, []store.Pending{other}, list)
+	requireListed(t, db, "w", other)
 }
 
 // Migration 0005 settles the requests whose answer the broker had recorded
@@ -720,9 +720,7 @@ func TestPendingSettledBackfilled(t *testing.T) {
 		Data: json.RawMessage(`{"resolved":true,"answer":{"result":"approved"}}`)}
 	waiting := store.Pending{RequestID: "waiting", WorkspaceID: "w", RunID: "r", Kind: "tool_call", CreatedAt: at(2 * time.Second),
 		Data: json.RawMessage(`{"answer":{}}`)}
-	for _, p := range []store.Pending{applied, resolved, waiting} {
-		require.NoError(t, db.PutPending(ctx, p))
-	}
+	mustPutPending(t, db, applied, resolved, waiting)
 	// Undo migration 0005 to get the table as 0004 left it.
 	db = reopenAfter(t, db, path,
 		`DROP INDEX pending_open_by_workspace`,
@@ -731,12 +729,25 @@ func TestPendingSettledBackfilled(t *testing.T) {
 		`ALTER TABLE pending DROP COLUMN settled`,
 		`DELETE FROM schema_migrations WHERE version = '0005_pending_settled.sql'`,
 	)
-	list, err := db.ListPending(ctx, "w")
-	require.NoError(t, err)
-	require.Equal(t, []store.Pending{resolved, waiting}, list)
+	requireListed(t, db, "w", resolved, waiting)
 	got, err := db.GetPending(ctx, "applied")
 	require.NoError(t, err)
 	require.True(t, got.Settled)
+}
+
+// requireListed checks the workspace's unsettled requests, oldest first.
+func requireListed(t *testing.T, db *DB, ws string, want ...store.Pending) {
+	t.Helper()
+	list, err := db.ListPending(context.Background(), ws)
+	require.NoError(t, err)
+	require.Equal(t, want, list)
+}
+
+func mustPutPending(t *testing.T, db *DB, ps ...store.Pending) {
+	t.Helper()
+	for _, p := range ps {
+		require.NoError(t, db.PutPending(context.Background(), p))
+	}
 }
 
 func TestDeleteSessionCascade(t *testing.T) {

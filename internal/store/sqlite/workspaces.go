@@ -9,12 +9,12 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-const workspaceCols = `id, path, created_at, seq_reserved`
+const workspaceCols = `id, path, created_at, seq_reserved, recovered_through`
 
 func scanWorkspace(s scanner) (store.Workspace, error) {
 	var w store.Workspace
 	var created int64
-	if err := s.Scan(&w.ID, &w.Path, &created, &w.SeqReserved); err != nil {
+	if err := s.Scan(&w.ID, &w.Path, &created, &w.SeqReserved, &w.RecoveredThrough); err != nil {
 		return store.Workspace{}, err
 	}
 	w.CreatedAt = fromMicros(created)
@@ -85,18 +85,32 @@ func (db *DB) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 }
 
 // ReserveSeq implements store.Store; store.ErrNotFound when the workspace does
-// not exist. SQLite counts a matched row as changed even when MAX leaves the
-// value as it was, so the not-found check stays exact.
+// not exist.
 func (db *DB) ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error {
-	res, err := db.batch.exec(ctx,
-		`UPDATE workspaces SET seq_reserved = MAX(seq_reserved, ?) WHERE id = ?`, upTo, workspaceID)
-	if err == nil {
-		err = rowsAffected(res)
-	}
-	if err != nil {
+	if err := db.raise(ctx, `UPDATE workspaces SET seq_reserved = MAX(seq_reserved, ?) WHERE id = ?`, workspaceID, upTo); err != nil {
 		return fmt.Errorf("reserve seq %s/%d: %w", workspaceID, upTo, err)
 	}
 	return nil
+}
+
+// SetRecoveredThrough implements store.Store; store.ErrNotFound when the
+// workspace does not exist.
+func (db *DB) SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error {
+	if err := db.raise(ctx, `UPDATE workspaces SET recovered_through = MAX(recovered_through, ?) WHERE id = ?`, workspaceID, seq); err != nil {
+		return fmt.Errorf("set recovered through %s/%d: %w", workspaceID, seq, err)
+	}
+	return nil
+}
+
+// raise runs update, which raises one of the workspace's marks to v. SQLite
+// counts a matched row as changed even when MAX leaves the value as it was,
+// so the not-found check stays exact.
+func (db *DB) raise(ctx context.Context, update, workspaceID string, v int64) error {
+	res, err := db.batch.exec(ctx, update, v, workspaceID)
+	if err != nil {
+		return err
+	}
+	return rowsAffected(res)
 }
 
 // collect scans every row with scan and closes rows. The result is non-nil
