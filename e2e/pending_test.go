@@ -180,6 +180,19 @@ func TestApproveForSessionIsNotAskedAgain(t *testing.T) {
 	assert.NotContains(t, types(frames), proto.EventPermissionRequested, "the kind was approved for the session")
 	_, err := os.Stat(filepath.Join(e.workDir, "b.txt"))
 	assert.NoError(t, err)
+
+	// The approval is the session's, not the process's: it holds after a restart.
+	e.restart()
+	s = e.openStream(ws.ID, newClientID(), "")
+	third := e.prompt(ws.ID, sess.ID, `/tool write {"path": "c.txt", "content": "c"}`)
+	rc, frames = s.completion(third.RunID)
+	assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	assert.NotContains(t, types(frames), proto.EventPermissionRequested, "approved for the session before the restart")
+	assertFile(t, filepath.Join(e.workDir, "c.txt"), "c")
+
+	// Other kinds are still asked.
+	fourth := e.prompt(ws.ID, sess.ID, `/tool bash {"command": "true"}`)
+	e.approveToEnd(s, ws.ID, s.permissionRequested().RequestID, s.ClientID, fourth.RunID)
 }
 
 func TestPermissionModes(t *testing.T) {

@@ -106,10 +106,35 @@ type Ref struct {
 }
 
 // ApprovedForSession reports whether the kind was approved for the session.
-func (b *Broker) ApprovedForSession(sessionID, kind string) bool {
+// A session's approvals are read from the store once, then kept in memory.
+// When they cannot be read the answer is no: the clients are asked.
+func (b *Broker) ApprovedForSession(ctx context.Context, sessionID, kind string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.approvals[sessionID][kind]
+	kinds, err := b.approvalsLocked(ctx, sessionID)
+	if err != nil {
+		b.log.Error("read session approvals", "session_id", sessionID, "err", err)
+		return false
+	}
+	return kinds[kind]
+}
+
+// approvalsLocked returns the session's approved kinds, reading them from
+// the store the first time.
+func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[string]bool, error) {
+	if kinds, ok := b.approvals[sessionID]; ok {
+		return kinds, nil
+	}
+	list, err := b.store.SessionApprovals(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	kinds := make(map[string]bool, len(list))
+	for _, k := range list {
+		kinds[k] = true
+	}
+	b.approvals[sessionID] = kinds
+	return kinds, nil
 }
 
 // AskPermission parks until the permission request for ref's tool call is
@@ -280,16 +305,19 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 		b.mu.Unlock()
 		return "", err
 	}
+	if ans.Result == proto.ResultApprovedForSession {
+		// On disk before anyone hears of the answer, like the answer itself.
+		if err := b.approveLocked(ctx, r.SessionID, r.rec.Permission.Kind); err != nil {
+			b.mu.Unlock()
+			return "", err
+		}
+	}
 	revive := [][2]string{}
 	if !b.resolveLocked(ctx, ws, r, ans) {
 		revive = append(revive, [2]string{r.SessionID, r.RunID})
 	}
 	if ans.Result == proto.ResultApprovedForSession {
 		kind := r.rec.Permission.Kind
-		if b.approvals[r.SessionID] == nil {
-			b.approvals[r.SessionID] = make(map[string]bool)
-		}
-		b.approvals[r.SessionID][kind] = true
 		// Requests of that kind already waiting in the session are answered too.
 		others, err := b.rowsLocked(ctx, ws.ID, func(o *row) bool {
 			return o.SessionID == r.SessionID && o.Kind == KindPermission && !o.rec.Resolved && o.rec.Permission.Kind == kind
@@ -307,6 +335,20 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 	b.mu.Unlock()
 	b.reviveAll(ws, reviver, revive)
 	return ans.Result, nil
+}
+
+// approveLocked records the kind as approved for the session, on disk
+// first.
+func (b *Broker) approveLocked(ctx context.Context, sessionID, kind string) error {
+	kinds, err := b.approvalsLocked(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("approve %s for session %s: %w", kind, sessionID, err)
+	}
+	if err := b.store.ApproveForSession(ctx, sessionID, kind); err != nil {
+		return err
+	}
+	kinds[kind] = true
+	return nil
 }
 
 // AnswerToolCall resolves a client tool call with a client's result or error.

@@ -115,7 +115,8 @@ type Store interface {
 	// TouchSession raises the session's UpdatedAt to at (never lowers it), so
 	// activity reorders the session list without a read-modify-write.
 	TouchSession(ctx context.Context, id string, at time.Time) error
-	// DeleteSession removes the session with its messages, events and pending requests.
+	// DeleteSession removes the session with its messages, events, pending
+	// requests and approvals.
 	DeleteSession(ctx context.Context, workspaceID, id string) error
 
 	// PutMessage inserts or replaces a message by id; the created order is kept.
@@ -141,6 +142,12 @@ type Store interface {
 	ListPending(ctx context.Context, workspaceID string) ([]Pending, error)
 	// RunPending returns every request of the run, settled or not, oldest first.
 	RunPending(ctx context.Context, runID string) ([]Pending, error)
+
+	// ApproveForSession records that the session approved the kind of
+	// permission for the rest of its life; recording it again does nothing.
+	ApproveForSession(ctx context.Context, sessionID, kind string) error
+	// SessionApprovals returns the kinds the session approved, in no order.
+	SessionApprovals(ctx context.Context, sessionID string) ([]string, error)
 
 	// Close flushes and closes the database.
 	Close() error

@@ -267,7 +267,7 @@ func (s *Set) permit(ctx context.Context, run *agent.Run, ref pending.Ref, kind,
 	case "deny_all":
 		return agent.ToolResult{Content: denial(proto.ResultDeniedByMode, ""), IsError: true}, false
 	}
-	if s.broker.ApprovedForSession(run.SessionID, kind) {
+	if s.broker.ApprovedForSession(ctx, run.SessionID, kind) {
 		return agent.ToolResult{}, true
 	}
 	ans, suspended := s.broker.AskPermission(ctx, ref, kind, summary, details)

@@ -764,6 +764,8 @@ func TestDeleteSessionCascade(t *testing.T) {
 	require.NoError(t, db.AppendEvent(ctx, ev("w", "", 3, false)))
 	require.NoError(t, db.PutPending(ctx, store.Pending{RequestID: "p1", WorkspaceID: "w", SessionID: "s", Kind: "permission", CreatedAt: t0}))
 	require.NoError(t, db.PutPending(ctx, store.Pending{RequestID: "p2", WorkspaceID: "w", SessionID: "keep", Kind: "permission", CreatedAt: t0}))
+	require.NoError(t, db.ApproveForSession(ctx, "s", "shell"))
+	require.NoError(t, db.ApproveForSession(ctx, "keep", "shell"))
 
 	// Wrong workspace: nothing is deleted.
 	mustWorkspace(t, db, "v")
@@ -794,6 +796,28 @@ func TestDeleteSessionCascade(t *testing.T) {
 	require.Equal(t, keep, got)
 	_, err = db.GetPending(ctx, "p2")
 	require.NoError(t, err)
+	requireApprovals(t, db, "s")
+	requireApprovals(t, db, "keep", "shell")
+}
+
+func requireApprovals(t *testing.T, db *DB, sessionID string, want ...string) {
+	t.Helper()
+	got, err := db.SessionApprovals(context.Background(), sessionID)
+	require.NoError(t, err)
+	require.ElementsMatch(t, want, got)
+}
+
+// Approving a kind twice records it once; sessions keep their own.
+func TestSessionApprovals(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	requireApprovals(t, db, "s")
+	for _, kind := range []string{"write", "shell", "write"} {
+		require.NoError(t, db.ApproveForSession(ctx, "s", kind))
+	}
+	require.NoError(t, db.ApproveForSession(ctx, "other", "custom_tool"))
+	requireApprovals(t, db, "s", "shell", "write")
+	requireApprovals(t, db, "other", "custom_tool")
 }
 
 func TestReopenPersists(t *testing.T) {

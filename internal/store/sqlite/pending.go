@@ -100,3 +100,29 @@ func (db *DB) listPending(ctx context.Context, query string, arg string) ([]stor
 	}
 	return collect(rows, scanPending)
 }
+
+// ApproveForSession implements store.Store.
+func (db *DB) ApproveForSession(ctx context.Context, sessionID, kind string) error {
+	if _, err := db.batch.exec(ctx,
+		`INSERT INTO session_approvals (session_id, kind) VALUES (?, ?) ON CONFLICT DO NOTHING`,
+		sessionID, kind); err != nil {
+		return fmt.Errorf("approve %s for session %s: %w", kind, sessionID, err)
+	}
+	return nil
+}
+
+// SessionApprovals implements store.Store.
+func (db *DB) SessionApprovals(ctx context.Context, sessionID string) ([]string, error) {
+	rows, err := db.query(ctx, `SELECT kind FROM session_approvals WHERE session_id = ?`, sessionID)
+	if err == nil {
+		var kinds []string
+		kinds, err = collect(rows, func(s scanner) (string, error) {
+			var k string
+			return k, s.Scan(&k)
+		})
+		if err == nil {
+			return kinds, nil
+		}
+	}
+	return nil, fmt.Errorf("approvals of session %s: %w", sessionID, err)
+}

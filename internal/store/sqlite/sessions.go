@@ -124,6 +124,7 @@ func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
 			`DELETE FROM messages WHERE session_id = ?`,
 			`DELETE FROM events WHERE session_id = ?`,
 			`DELETE FROM pending WHERE session_id = ?`,
+			`DELETE FROM session_approvals WHERE session_id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {
 				return err
