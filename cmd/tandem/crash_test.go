@@ -33,33 +33,12 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	var sess proto.Session
 	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &sess))
 
-	req, err := http.NewRequest("GET", fmt.Sprintf("%s/v1/workspaces/%s/events?client_id=%s", p.url, ws.ID, uuid.NewString()), nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer crash-token")
-	stream, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer stream.Body.Close()
-	deltas := make(chan struct{}, 1)
-	go func() {
-		sc := bufio.NewScanner(stream.Body)
-		for sc.Scan() {
-			if sc.Text() == "event: "+proto.EventMessageDelta {
-				select {
-				case deltas <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
+	_, events := crashStream(t, p.url, ws.ID)
 
 	var running, queued proto.PromptAccepted
 	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "/slow 100000 10"}, &running))
 	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "waiting in line"}, &queued))
-	select {
-	case <-deltas:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the run never streamed")
-	}
+	awaitEvent(t, events, proto.EventMessageDelta, running.RunID)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.done
 
@@ -139,8 +118,12 @@ func crashStream(t *testing.T, url, wsID string) (string, <-chan proto.Event) {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	t.Cleanup(func() { resp.Body.Close() })
 	events := make(chan proto.Event, 1024)
+	ended := make(chan struct{})
+	t.Cleanup(func() {
+		close(ended)
+		resp.Body.Close()
+	})
 	go func() {
 		defer close(events)
 		sc := bufio.NewScanner(resp.Body)
@@ -148,8 +131,13 @@ func crashStream(t *testing.T, url, wsID string) (string, <-chan proto.Event) {
 		for sc.Scan() {
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 				var ev proto.Event
-				if json.Unmarshal([]byte(data), &ev) == nil {
-					events <- ev
+				if json.Unmarshal([]byte(data), &ev) != nil {
+					continue
+				}
+				select {
+				case events <- ev:
+				case <-ended:
+					return
 				}
 			}
 		}
@@ -200,6 +188,12 @@ func TestRevivedRunLostInACrashEndsInterrupted(t *testing.T) {
 	p2 := startServe(t, env)
 	client, _ := crashStream(t, p2.url, ws.ID)
 	running := make(chan error, 1)
+	t.Cleanup(func() {
+		// Releases the reader below if the command never opened the FIFO.
+		if f, err := os.OpenFile(filepath.Join(dir, "running"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
 	go func() {
 		// Opening a FIFO to read waits for its writer: the revived run's command.
 		f, err := os.Open(filepath.Join(dir, "running"))

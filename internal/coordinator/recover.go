@@ -21,8 +21,9 @@ const recoverPage = 1000
 //
 // It reads each workspace's log from the workspace's RecoveredThrough on,
 // and moves that mark up to just below the first run it finds open, so the
-// next start reads only what came after: a CLI that starts an in-process
-// server for every prompt would otherwise read the whole history each time.
+// next start reads only what came after: `tandem run`, which starts an
+// in-process server when none answers, would otherwise read the whole
+// history for each prompt.
 // A run it ends now stays above the mark until a later start sees its
 // run.completed on disk.
 func (c *Coordinator) Recover(ctx context.Context) error {

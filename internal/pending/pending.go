@@ -71,7 +71,7 @@ type Broker struct {
 	// waiter can never miss each other.
 	mu        sync.Mutex
 	waiters   map[string]chan Answer
-	approvals map[string]map[string]bool // session -> kinds approved for the session
+	approvals map[string]map[string]bool // session -> kinds it approved, as read from the store (see approvalsLocked)
 	revive    Reviver
 }
 

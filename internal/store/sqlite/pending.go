@@ -114,15 +114,12 @@ func (db *DB) ApproveForSession(ctx context.Context, sessionID, kind string) err
 // SessionApprovals implements store.Store.
 func (db *DB) SessionApprovals(ctx context.Context, sessionID string) ([]string, error) {
 	rows, err := db.query(ctx, `SELECT kind FROM session_approvals WHERE session_id = ?`, sessionID)
+	var kinds []string
 	if err == nil {
-		var kinds []string
-		kinds, err = collect(rows, func(s scanner) (string, error) {
-			var k string
-			return k, s.Scan(&k)
-		})
-		if err == nil {
-			return kinds, nil
-		}
+		kinds, err = collect(rows, func(s scanner) (k string, err error) { return k, s.Scan(&k) })
 	}
-	return nil, fmt.Errorf("approvals of session %s: %w", sessionID, err)
+	if err != nil {
+		return nil, fmt.Errorf("approvals of session %s: %w", sessionID, err)
+	}
+	return kinds, nil
 }

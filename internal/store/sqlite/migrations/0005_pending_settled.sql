@@ -1,8 +1,8 @@
 -- A pending request is settled once its answer reached its run (or the run
 -- gave it up). Settled rows stay so that a late answer still gets
 -- 409 already_resolved, but they are no longer work: without this column
--- every permission request, answer and listing read and decoded every
--- request the workspace ever had.
+-- every permission request, approve_session answer, listing and resume read
+-- and decoded every request the workspace ever had.
 ALTER TABLE pending ADD COLUMN settled INTEGER NOT NULL DEFAULT 0;
 
 -- Rows written before this column: the broker's record says "applied" when
