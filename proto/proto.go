@@ -68,7 +68,20 @@ const (
 	CodeWorkspaceClosing  = "workspace_closing"
 	CodeBodyTooLarge      = "body_too_large"
 	CodeShuttingDown      = "shutting_down"
-	CodeInternal          = "internal"
+	// CodeStorageUnavailable: the store refuses writes (disk full, locked
+	// past its timeout); nothing accepted before is lost.
+	CodeStorageUnavailable = "storage_unavailable"
+	// CodeWorkspaceUnavailable: in a cluster, no node owns the workspace
+	// while its owner is being replaced.
+	CodeWorkspaceUnavailable = "workspace_unavailable"
+	// CodeForbiddenOrigin: a browser request from an origin not allowed.
+	CodeForbiddenOrigin = "forbidden_origin"
+	// CodeForbiddenHost: a request to a loopback server whose Host header
+	// is not a loopback name (DNS rebinding).
+	CodeForbiddenHost = "forbidden_host"
+	// CodeInvalidConfig: a configuration file (the workspace's) is invalid.
+	CodeInvalidConfig = "invalid_config"
+	CodeInternal      = "internal"
 )
 
 // Health is the body of GET /v1/health.

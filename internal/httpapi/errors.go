@@ -17,10 +17,12 @@ import (
 // statusOf is the one place where the contract's error codes meet HTTP statuses.
 func statusOf(code string) int {
 	switch code {
-	case proto.CodeInvalidJSON, proto.CodeInvalidArgument:
+	case proto.CodeInvalidJSON, proto.CodeInvalidArgument, proto.CodeInvalidConfig:
 		return http.StatusBadRequest
 	case proto.CodeUnauthorized:
 		return http.StatusUnauthorized
+	case proto.CodeForbiddenOrigin, proto.CodeForbiddenHost:
+		return http.StatusForbidden
 	case proto.CodeWorkspaceNotFound, proto.CodeSessionNotFound, proto.CodeRequestNotFound, proto.CodeNotFound:
 		return http.StatusNotFound
 	case proto.CodeMethodNotAllowed:
@@ -30,7 +32,7 @@ func statusOf(code string) int {
 		return http.StatusConflict
 	case proto.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case proto.CodeShuttingDown:
+	case proto.CodeShuttingDown, proto.CodeStorageUnavailable, proto.CodeWorkspaceUnavailable:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
