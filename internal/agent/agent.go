@@ -183,7 +183,12 @@ func (x *execution) stopped() bool {
 
 func (x *execution) execute() Result {
 	x.emit(proto.EventRunStarted, proto.RunStarted{RunID: x.run.ID}, false)
+	x.recordPrompt()
+	return x.loop()
+}
 
+// recordPrompt queues the run's user message.
+func (x *execution) recordPrompt() {
 	user := x.newMessage(proto.RoleUser)
 	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
 	for _, a := range x.run.Attachments {
@@ -191,7 +196,31 @@ func (x *execution) execute() Result {
 	}
 	x.userID = user.ID
 	x.save(&user, proto.EventMessageCreated)
-	return x.loop()
+}
+
+// EndUnstarted ends new runs that were canceled before they started, each
+// exactly as Execute would (run.started, its user message, an assistant
+// message ending in finish canceled, run.completed), but all in one commit.
+// The runs share a session and workspace.
+func (r *Runner) EndUnstarted(ctx context.Context, runs []*Run) {
+	if len(runs) == 0 {
+		return
+	}
+	var ds []workspace.Draft
+	for _, run := range runs {
+		x := &execution{r: r, run: run, ctx: ctx, log: r.logger().With("run_id", run.ID, "session_id", run.SessionID)}
+		x.emit(proto.EventRunStarted, proto.RunStarted{RunID: run.ID}, false)
+		x.recordPrompt()
+		asst := x.newMessage(proto.RoleAssistant)
+		asst.Model = run.Model
+		x.save(&asst, proto.EventMessageCreated)
+		res := x.finish(&asst, proto.OutcomeCanceled, nil)
+		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID}, false)
+		ds = append(ds, x.pending...)
+	}
+	if _, err := runs[0].Workspace.EmitAll(ctx, ds); err != nil {
+		r.logger().Error("emit events", "session_id", runs[0].SessionID, "runs", len(runs), "err", err)
+	}
 }
 
 // loop runs model steps and their tool calls until the turn ends.

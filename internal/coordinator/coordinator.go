@@ -6,6 +6,12 @@
 // active run and a queue of accepted runs. A run exists from the moment its
 // 202 is decided, so a cancel can always find it; a cancel marks exactly the
 // runs present at that moment, which is what makes invariants 2 to 4 hold.
+//
+// A session's state machine stays in the coordinator's map as long as its
+// worker runs, deleted or not: a second state machine for the same session
+// would start a second worker, and two runs of one session at once
+// (invariant 7). Lock order: sessionRuns.mu before Coordinator.mu; nothing
+// takes a sessionRuns.mu while holding Coordinator.mu.
 package coordinator
 
 import (
@@ -59,6 +65,9 @@ type Coordinator struct {
 	sessions map[string]*sessionRuns
 	hist     histories
 	prompts  systemPrompts
+	// deletes counts the session deletes that have removed a session from
+	// the store (see admitLocked).
+	deletes atomic.Uint64
 
 	// workers counts session worker goroutines so shutdown can wait for them.
 	workers sync.WaitGroup
@@ -85,6 +94,16 @@ type sessionRuns struct {
 	// history is the conversation its runs share; nil until needed or
 	// after it was dropped (see histories).
 	history *agent.History
+
+	// deleting counts the deletes of the session in progress, and deleted
+	// is set once one of them removed it from the store. While either
+	// holds, the session takes no new run: it is fenced (see admitLocked).
+	deleting int
+	deleted  bool
+	// dropped is set when this state machine left the coordinator's map,
+	// which happens only once it is deleted and its worker has exited;
+	// whoever finds it dropped looks the session up again.
+	dropped bool
 }
 
 // run is an accepted prompt.
@@ -142,6 +161,31 @@ func (c *Coordinator) session(ws *workspace.Workspace, id string) *sessionRuns {
 	return sr
 }
 
+// lockSession returns the session's state machine locked. It is the one in
+// the coordinator's map: one dropped meanwhile is never returned.
+func (c *Coordinator) lockSession(ws *workspace.Workspace, id string) *sessionRuns {
+	for {
+		sr := c.session(ws, id)
+		sr.mu.Lock()
+		if !sr.dropped {
+			return sr
+		}
+		sr.mu.Unlock()
+	}
+}
+
+// dropLocked removes a deleted session whose worker has exited from the
+// map. Callers hold sr.mu.
+func (c *Coordinator) dropLocked(sr *sessionRuns) {
+	sr.dropped = true
+	sr.history = nil
+	c.mu.Lock()
+	if c.sessions[sr.id] == sr {
+		delete(c.sessions, sr.id)
+	}
+	c.mu.Unlock()
+}
+
 func (c *Coordinator) existing(id string) *sessionRuns {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -158,6 +202,8 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err := validatePrompt(req); err != nil {
 		return proto.PromptAccepted{}, err
 	}
+	// Read before the session is looked up: see admitLocked.
+	deletes := c.deletes.Load()
 	// Counted before the read, so a change racing with it is seen as one.
 	changes := c.cfg.Sessions.Changes()
 	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, req.SessionID)
@@ -175,7 +221,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
 		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle,
 	}
-	state, position, err := c.accept(ctx, ws, sess.ID, r)
+	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
@@ -188,11 +234,14 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 // accept records run.accepted and queues r. The event is on disk before the
 // 202 and before the run can start, and emitted under the session lock so
 // accepted events come in queue order. The same commit moves the session to
-// the top of the list: that is all the 202 waits for.
-func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessionID string, r *run) (state string, position int, err error) {
-	sr := c.session(ws, sessionID)
-	sr.mu.Lock()
+// the top of the list: that is all the 202 waits for. deletes is the count
+// of deletes read before the session was looked up.
+func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessionID string, r *run, deletes uint64) (state string, position int, err error) {
+	sr := c.lockSession(ws, sessionID)
 	defer sr.mu.Unlock()
+	if err := c.admitLocked(ctx, sr, deletes); err != nil {
+		return "", 0, err
+	}
 	state, position = proto.RunRunning, 0
 	if sr.active != nil || len(sr.queue) > 0 {
 		state, position = proto.RunQueued, len(sr.queue)+1
@@ -206,6 +255,32 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	}
 	c.enqueueLocked(sr, r)
 	return state, position, nil
+}
+
+// admitLocked refuses a run for a session that is being or has been
+// deleted. The prompt looked the session up before it got here, and a delete
+// may have run in between: when any delete removed a session since the
+// lookup began (deletes moved), or this one was deleted, the store says
+// whether the session exists (again: its id may have been reused). That read
+// is rare; the count is what keeps it off the 202's usual path.
+// Callers hold sr.mu.
+func (c *Coordinator) admitLocked(ctx context.Context, sr *sessionRuns, deletes uint64) error {
+	if sr.deleting > 0 {
+		return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found: it is being deleted", sr.id)
+	}
+	if !sr.deleted && c.deletes.Load() == deletes {
+		return nil
+	}
+	if _, err := c.cfg.Store.GetSession(ctx, sr.ws.ID, sr.id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sr.id)
+		}
+		return fmt.Errorf("check session %s: %w", sr.id, err)
+	}
+	// Created again under the same id: its runs queue behind whatever the
+	// deleted one still has running.
+	sr.deleted = false
+	return nil
 }
 
 func validatePrompt(req proto.PromptRequest) error {
@@ -240,10 +315,9 @@ func (c *Coordinator) enqueueLocked(sr *sessionRuns, r *run) {
 // agent.ReviveContinue or agent.ReviveInterrupt. A run already in memory is
 // left alone: its parked calls get their answers directly.
 func (c *Coordinator) Revive(ws *workspace.Workspace, sessionID, runID, mode string, announce bool) {
-	sr := c.session(ws, sessionID)
-	sr.mu.Lock()
+	sr := c.lockSession(ws, sessionID)
 	defer sr.mu.Unlock()
-	if sr.hasLocked(runID) {
+	if sr.hasLocked(runID) || sr.deleting > 0 || sr.deleted {
 		return
 	}
 	c.log.Info("reviving run", "run_id", runID, "session_id", sessionID, "mode", mode)
@@ -265,9 +339,26 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			if _, err := sr.ws.Emit(context.Background(), workspace.Draft{Type: proto.EventSessionIdle, SessionID: sr.id, Data: proto.Empty{}}); err != nil {
 				c.log.Error("emit session.idle", "session_id", sr.id, "err", err)
 			}
+			// A deleted session leaves the map with its worker, not before.
+			drop := sr.deleted && sr.deleting == 0
+			if drop {
+				c.dropLocked(sr)
+			}
 			sr.mu.Unlock()
-			c.hist.went(sr)
+			if drop {
+				c.hist.forget(sr)
+			} else {
+				c.hist.went(sr)
+			}
 			return
+		}
+		if batch := sr.canceledHeadLocked(); len(batch) > 0 {
+			sr.queue = sr.queue[len(batch):]
+			sr.active = batch[0]
+			history := sr.historyLocked()
+			sr.mu.Unlock()
+			c.endUnstarted(sr, batch, history)
+			continue
 		}
 		r := sr.queue[0]
 		sr.queue = sr.queue[1:]
@@ -283,6 +374,50 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 		c.execute(ctx, sr, r, history)
 		cancel()
 	}
+}
+
+// maxUnstartedBatch bounds how many canceled runs end in one commit.
+const maxUnstartedBatch = 128
+
+// canceledHeadLocked returns the runs at the head of the queue that were
+// canceled before they started (revived runs aside: they have requests to
+// settle). Callers hold sr.mu.
+func (sr *sessionRuns) canceledHeadLocked() []*run {
+	n := 0
+	for n < len(sr.queue) && n < maxUnstartedBatch {
+		r := sr.queue[n]
+		if r.revive != "" || !r.canceled.Load() {
+			break
+		}
+		n++
+	}
+	return slices.Clone(sr.queue[:n])
+}
+
+// endUnstarted ends runs canceled before they started, all in one commit:
+// a cancel or a delete with many prompts queued ends them at once, not one
+// commit (and one model-free step) after the other.
+func (c *Coordinator) endUnstarted(sr *sessionRuns, batch []*run, history *agent.History) {
+	ctx := context.Background()
+	ars := make([]*agent.Run, len(batch))
+	named := false
+	for i, r := range batch {
+		if r.name && !named {
+			named = true
+			if err := c.cfg.Sessions.NameFromPrompt(ctx, sr.ws.ID, sr.id, r.prompt); err != nil {
+				c.log.Warn("name session", "session_id", sr.id, "err", err)
+			}
+		}
+		ars[i] = &agent.Run{
+			History: history, ID: r.id, SessionID: sr.id, ClientID: r.clientID,
+			Workspace: sr.ws, Prompt: r.prompt, Attachments: r.attachments,
+		}
+		if r.session != nil {
+			ars[i].Model = r.session.Model
+		}
+	}
+	c.cfg.Runner.EndUnstarted(ctx, ars)
+	c.log.Info("runs canceled before they started", "session_id", sr.id, "count", len(batch))
 }
 
 // execute prepares the run's settings from the session and runs it.
@@ -419,13 +554,18 @@ func (c *Coordinator) Cancel(ctx context.Context, wsID, sessionID string) ([]str
 }
 
 func (c *Coordinator) cancelAll(sessionID string) []string {
-	ids := []string{}
 	sr := c.existing(sessionID)
 	if sr == nil {
-		return ids
+		return []string{}
 	}
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
+	return sr.cancelLocked()
+}
+
+// cancelLocked cancels the active run and the queued ones. Callers hold sr.mu.
+func (sr *sessionRuns) cancelLocked() []string {
+	ids := []string{}
 	if r := sr.active; r != nil {
 		r.canceled.Store(true)
 		if r.cancel != nil {
@@ -475,20 +615,60 @@ func (c *Coordinator) State(_, sessionID string) (busy bool, queued int) {
 	return active != nil, len(waiting)
 }
 
-// Forget implements session.Runtime: it cancels the session's runs and waits
-// for them to end before the session is deleted.
-func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) {
-	c.cancelAll(sessionID)
-	c.waitIdle(ctx, sessionID)
+// forgetWait bounds how long a delete waits for the session's runs to end,
+// so DELETE answers within the contract's 5 s whatever its clients do. A
+// canceled run ends well within it: tools stop within 2 s of a cancel,
+// and runs that had not started end together in one commit.
+const forgetWait = 3 * time.Second
+
+// Forget implements session.Runtime. From its call on, the session takes
+// no new run; its runs are canceled, and it waits for them to end, up to
+// forgetWait. The session's state machine stays until done reports the
+// session deleted and its worker has exited, so a late run can never start
+// beside one still ending.
+func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) (done func(deleted bool)) {
+	sr := c.lockSession(ws, sessionID)
+	sr.deleting++
+	sr.cancelLocked()
+	idle := sr.idle
+	sr.mu.Unlock()
+	if idle != nil {
+		t := time.NewTimer(forgetWait)
+		select {
+		case <-idle:
+		case <-t.C:
+			c.log.Warn("deleting a session whose runs are still ending", "session_id", sessionID)
+		}
+		t.Stop()
+	}
 	// Suspended runs are not in memory; their requests are settled here.
 	c.cfg.Broker.CancelSession(ctx, ws, sessionID)
-	c.cfg.Tools.ForgetSession(sessionID)
-	c.mu.Lock()
-	sr := c.sessions[sessionID]
-	delete(c.sessions, sessionID)
-	c.mu.Unlock()
-	if sr != nil {
-		c.hist.forget(sr)
+	return func(deleted bool) {
+		if deleted {
+			// Counted before the state machine can be dropped: see admitLocked.
+			c.deletes.Add(1)
+			c.cfg.Tools.ForgetSession(sessionID)
+		}
+		sr.mu.Lock()
+		sr.deleting--
+		if deleted {
+			sr.deleted = true
+			// Runs still queued after the wait never start: the session
+			// they belonged to is gone, and session.deleted ends them for
+			// its clients.
+			if n := len(sr.queue); n > 0 {
+				c.log.Warn("session deleted with runs still queued", "session_id", sessionID, "runs", n)
+				sr.queue = nil
+			}
+		}
+		drop := sr.deleted && sr.deleting == 0 && sr.idle == nil
+		if drop {
+			c.dropLocked(sr)
+		}
+		sr.mu.Unlock()
+		if drop {
+			c.hist.forget(sr)
+		}
 	}
 }
 

@@ -28,15 +28,20 @@ import (
 type Runtime interface {
 	// State reports whether the session has an active run and how many are queued.
 	State(workspaceID, sessionID string) (busy bool, queued int)
-	// Forget cancels the session's runs and resolves its pending requests as
-	// canceled; it returns once they are finished. Called before a delete.
-	Forget(ctx context.Context, ws *workspace.Workspace, sessionID string)
+	// Forget fences the session before a delete: from the call on it takes
+	// no new run. It cancels the session's runs and resolves its pending
+	// requests as canceled, and returns once they are finished or a short
+	// bound has passed. done must be called when the delete is over;
+	// deleted reports whether it removed the session from the store.
+	Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) (done func(deleted bool))
 }
 
 type idleRuntime struct{}
 
-func (idleRuntime) State(string, string) (bool, int)                     { return false, 0 }
-func (idleRuntime) Forget(context.Context, *workspace.Workspace, string) {}
+func (idleRuntime) State(string, string) (bool, int) { return false, 0 }
+func (idleRuntime) Forget(context.Context, *workspace.Workspace, string) func(bool) {
+	return func(bool) {}
+}
 
 // Settings are a session's persisted settings (store.Session.Config). The
 // provider's API key is not among them: it lives in memory only.
@@ -419,9 +424,15 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	s.rt().Forget(ctx, ws, rec.ID)
+	// Once decided, the delete is finished even if its client goes away:
+	// a half-done one would leave the session fenced.
+	ctx = context.WithoutCancel(ctx)
+	done := s.rt().Forget(ctx, ws, rec.ID)
 	err = s.cfg.Store.DeleteSession(ctx, ws.ID, rec.ID)
+	// The record leaves the cache before the coordinator lets the session
+	// go, so a prompt that finds no fence reads the store.
 	s.cached.drop(rec.ID)
+	done(err == nil)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
