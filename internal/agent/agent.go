@@ -90,6 +90,12 @@ type Run struct {
 
 	// Canceled reports an explicit cancel (as opposed to the workspace closing).
 	Canceled func() bool
+	// Commit is called when the run decides to end with an outcome other
+	// than canceled, or to suspend. It returns false when a cancel got
+	// there first: the run then ends canceled. Once it returned true, a
+	// cancel no longer counts the run among those it stops, so a run that
+	// canceled_runs lists always ends canceled (invariant 2). Nil commits.
+	Commit func() bool
 
 	// Revive is empty for a new run, else how a suspended run comes back.
 	Revive string
@@ -370,8 +376,12 @@ func (x *execution) revive() Result {
 	return x.loop()
 }
 
-// finish ends the assistant message with the outcome's finish part.
+// finish ends the assistant message with the outcome's finish part. Any
+// outcome but canceled is first committed to: a cancel that came first wins.
 func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDetail) Result {
+	if outcome != proto.OutcomeCanceled && x.run.Commit != nil && !x.run.Commit() {
+		outcome, e = proto.OutcomeCanceled, nil
+	}
 	part := proto.Part{Type: proto.PartFinish, Reason: outcome}
 	if e != nil {
 		part.Message = e.Message

@@ -126,10 +126,35 @@ type run struct {
 	// is done when the run starts, off the 202's path.
 	name bool
 
-	canceled atomic.Bool
+	// state is runLive until a cancel claims the run (runCanceled) or the
+	// run commits to another end (runCommitted); it never changes again.
+	// That one compare-and-swap is what keeps a cancel from listing a run
+	// that then ends any other way.
+	state atomic.Int32
 	// cancel stops the run once started; guarded by sessionRuns.mu.
 	cancel context.CancelFunc
 }
+
+// Run states (run.state).
+const (
+	runLive int32 = iota
+	runCanceled
+	runCommitted
+)
+
+// claimCancel marks the run canceled unless it committed to another end
+// already, and reports whether it is (now or before) canceled.
+func (r *run) claimCancel() bool {
+	return r.state.CompareAndSwap(runLive, runCanceled) || r.state.Load() == runCanceled
+}
+
+// commit marks the run as ending some way other than canceled, unless it
+// was canceled first; it reports whether the run may end that way.
+func (r *run) commit() bool {
+	return r.state.CompareAndSwap(runLive, runCommitted) || r.state.Load() == runCommitted
+}
+
+func (r *run) isCanceled() bool { return r.state.Load() == runCanceled }
 
 // current returns the active run and the ones waiting behind it. Between
 // runs the worker has not yet picked up the head of the queue; that run
@@ -365,7 +390,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 		sr.active = r
 		ctx, cancel := context.WithCancel(sr.ws.Context())
 		r.cancel = cancel
-		if r.canceled.Load() {
+		if r.isCanceled() {
 			cancel()
 		}
 		history := sr.historyLocked()
@@ -386,7 +411,7 @@ func (sr *sessionRuns) canceledHeadLocked() []*run {
 	n := 0
 	for n < len(sr.queue) && n < maxUnstartedBatch {
 		r := sr.queue[n]
-		if r.revive != "" || !r.canceled.Load() {
+		if r.revive != "" || !r.isCanceled() {
 			break
 		}
 		n++
@@ -430,7 +455,8 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		Workspace:   sr.ws,
 		Prompt:      r.prompt,
 		Attachments: r.attachments,
-		Canceled:    r.canceled.Load,
+		Canceled:    r.isCanceled,
+		Commit:      r.commit,
 		Revive:      r.revive,
 		Announce:    r.announce,
 	}
@@ -458,7 +484,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 	if err != nil {
 		// Deleted under us: the run still ends properly, as canceled.
 		c.log.Warn("run of a missing session", "session_id", sr.id, "err", err)
-		r.canceled.Store(true)
+		r.claimCancel()
 		ar.Provider = failing{err}
 	} else {
 		c.configure(ar, sess)
@@ -563,19 +589,21 @@ func (c *Coordinator) cancelAll(sessionID string) []string {
 	return sr.cancelLocked()
 }
 
-// cancelLocked cancels the active run and the queued ones. Callers hold sr.mu.
+// cancelLocked cancels the active run and the queued ones, and lists them;
+// an active run that has committed to another end is neither canceled nor
+// listed. Callers hold sr.mu.
 func (sr *sessionRuns) cancelLocked() []string {
 	ids := []string{}
-	if r := sr.active; r != nil {
-		r.canceled.Store(true)
+	if r := sr.active; r != nil && r.claimCancel() {
 		if r.cancel != nil {
 			r.cancel()
 		}
 		ids = append(ids, r.id)
 	}
 	for _, r := range sr.queue {
-		r.canceled.Store(true)
-		ids = append(ids, r.id)
+		if r.claimCancel() {
+			ids = append(ids, r.id)
+		}
 	}
 	return ids
 }

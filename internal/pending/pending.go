@@ -97,10 +97,13 @@ type Ref struct {
 	RunID      string
 	ToolCallID string
 	ToolName   string
-	// Canceled reports an explicit cancel: a wait that ends because of it
-	// resolves the request as canceled; otherwise (workspace closing) the
-	// request is kept and the run suspended.
-	Canceled func() bool
+	// Suspend is asked when the wait ends (its context done) with the
+	// request unanswered. True keeps the request and suspends the run (the
+	// workspace closed); false means an explicit cancel got there first,
+	// and the request is resolved as canceled. It decides once and for all
+	// (see agent.Run.Commit), so a cancel never lists a run that then
+	// suspends. Nil suspends.
+	Suspend func() bool
 	// Announce re-announces a request that already exists (cold resume).
 	Announce bool
 }
@@ -219,7 +222,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 		return ans, false
 	default:
 	}
-	if ref.Canceled != nil && ref.Canceled() {
+	if ref.Suspend != nil && !ref.Suspend() {
 		ans := canceledAnswer(kind)
 		b.resolveLocked(bg, ws, r, ans)
 		r.rec.Applied = true

@@ -44,7 +44,7 @@ func askCanceled(tb testing.TB, b *Broker, ref Ref) Answer {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ref.Canceled = func() bool { return true }
+	ref.Suspend = func() bool { return false }
 	ans, suspended := b.AskPermission(ctx, ref, "bash", "run ls", nil)
 	require.False(tb, suspended)
 	return ans

@@ -215,7 +215,7 @@ func (s *Set) clientTool(sessionID, name string) (spec proto.ToolSpec, owners []
 func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) agent.ToolResult {
 	ref := pending.Ref{
 		Workspace: run.Workspace, SessionID: run.SessionID, RunID: run.ID,
-		ToolCallID: call.ID, ToolName: call.Name, Canceled: run.Canceled, Announce: run.Announce,
+		ToolCallID: call.ID, ToolName: call.Name, Suspend: run.Commit, Announce: run.Announce,
 	}
 	if !allowed(run, call.Name) {
 		return unknownTool(call.Name)
