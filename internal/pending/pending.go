@@ -536,6 +536,17 @@ func (b *Broker) markApplied(ctx context.Context, requestID string) {
 	b.saveLocked(ctx, r)
 }
 
+// AskedToolCall reports whether the run already made a client tool call
+// request for the tool call. A revived run that finds one knows the call
+// got past its permission step, whatever the tool's spec (which left with
+// its client) said.
+func (b *Broker) AskedToolCall(ctx context.Context, wsID, runID, toolCallID string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.find(ctx, wsID, runID, toolCallID, KindToolCall)
+	return r != nil, err
+}
+
 // find returns the run's latest request for the tool call, settled or not:
 // a revived run that asks again for a call it asked before gets that
 // request (and its answer) back instead of a new one.

@@ -241,7 +241,7 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 			return unknownTool(call.Name)
 		}
 	}
-	if !spec.SkipPermission {
+	if !spec.SkipPermission && !s.askedBefore(ctx, run, call) {
 		summary := fmt.Sprintf("run client tool %s", call.Name)
 		if res, ok := s.permit(ctx, run, ref, proto.PermissionCustomTool, summary, map[string]any{"arguments": call.Arguments}); !ok {
 			return res
@@ -252,6 +252,23 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 		return agent.ToolResult{Suspended: true}
 	}
 	return agent.ToolResult{Content: ans.Content, IsError: ans.IsError}
+}
+
+// askedBefore reports whether a revived run had sent this client tool call
+// out already: it passed the permission step then (or needed none), and
+// goes on from where it stopped without asking again. After a restart the
+// tool's owner is gone and its skip_permission with it; the request on
+// disk is what is left to tell.
+func (s *Set) askedBefore(ctx context.Context, run *agent.Run, call provider.ToolCall) bool {
+	if run.Revive == "" {
+		return false
+	}
+	asked, err := s.broker.AskedToolCall(context.WithoutCancel(ctx), run.Workspace.ID, run.ID, call.ID)
+	if err != nil {
+		// Asking again is the safe side: a person decides.
+		return false
+	}
+	return asked
 }
 
 func unknownTool(name string) agent.ToolResult {
