@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -302,6 +304,7 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 		if res.Suspended {
 			return true
 		}
+		res.Content = CutToolResult(res.Content)
 		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
 	}
 	x.toolMessage(c, res)
@@ -433,7 +436,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		wait := x.backoff(attempt)
 		x.emit(proto.EventSessionLog, proto.SessionLog{
 			Level:   "warning",
-			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v", pe.Code, pe.Message, attempt+1, retries, wait),
+			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v", pe.Code, cut(pe.Message, maxErrorMessage), attempt+1, retries, wait),
 		}, false)
 		x.flush()
 		select {
@@ -672,13 +675,59 @@ func endsRun(m *proto.Message) bool {
 	return m.Role == proto.RoleAssistant && n > 0 && m.Parts[n-1].Type == proto.PartFinish && m.Parts[n-1].Reason != proto.FinishToolUse
 }
 
-// modelError maps a provider failure to run.completed's error.
+// modelError maps a provider failure to run.completed's error. Its message
+// is what the provider's API said, which can be a whole HTML page or
+// megabytes of junk: it is cut, as it goes in the finish part too.
 func modelError(err error) *proto.ErrorDetail {
 	var pe *provider.Error
 	if errors.As(err, &pe) {
-		return &proto.ErrorDetail{Code: pe.Code, Message: pe.Message}
+		return &proto.ErrorDetail{Code: pe.Code, Message: cut(pe.Message, maxErrorMessage)}
 	}
-	return &proto.ErrorDetail{Code: "model_error", Message: err.Error()}
+	return &proto.ErrorDetail{Code: "model_error", Message: cut(err.Error(), maxErrorMessage)}
+}
+
+const (
+	// MaxToolResult bounds a tool result as the model gets it, the line
+	// saying what was cut included (contract section 7).
+	MaxToolResult = 64 << 10
+	// maxErrorMessage bounds a model error's message.
+	maxErrorMessage = 4 << 10
+)
+
+// CutToolResult cuts a tool's output longer than MaxToolResult, at a line
+// end when there is one near, and says how much was cut and how to read
+// the rest. Every tool result goes through it before the model, the
+// history and tool.finished see it.
+func CutToolResult(content string) string {
+	if len(content) <= MaxToolResult {
+		return content
+	}
+	note := func(cut int) string {
+		return fmt.Sprintf("\n\n[%d bytes of this output were cut (%d in all). To read the rest, write the output to a file in the workspace and read it with view, using offset to page through it, or narrow the call.]", cut, len(content))
+	}
+	// The note is longest for the most bytes cut.
+	keep := runeStart(content, MaxToolResult-len(note(len(content))))
+	if nl := strings.LastIndexByte(content[:keep], '\n'); nl >= keep-keep/8 {
+		keep = nl + 1
+	}
+	return content[:keep] + note(len(content)-keep)
+}
+
+// cut shortens s to at most max bytes, saying how many were cut.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	keep := runeStart(s, max-32)
+	return s[:keep] + fmt.Sprintf("… [%d bytes cut]", len(s)-keep)
+}
+
+// runeStart moves i back to the start of the rune it falls in.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
 }
 
 func objectOrEmpty(args json.RawMessage) json.RawMessage {

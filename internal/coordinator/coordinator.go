@@ -308,6 +308,25 @@ func (c *Coordinator) admitLocked(ctx context.Context, sr *sessionRuns, deletes 
 	return nil
 }
 
+// Limits of the strings of a prompt that go into events (run.accepted, the
+// user message): each event's data is at most 1 MiB (contract section 1).
+// Longer texts go as attachments.
+const (
+	// MaxPrompt bounds a prompt's text.
+	MaxPrompt         = 256 << 10
+	maxAttachmentName = 1 << 10
+	maxAttachmentPath = 4 << 10
+	maxMimeType       = 255
+)
+
+// tooLong refuses a string over its limit with body_too_large.
+func tooLong(field, s string, limit int) error {
+	if len(s) > limit {
+		return tandem.Errorf(proto.CodeBodyTooLarge, "%s is %d bytes; at most %d are allowed", field, len(s), limit)
+	}
+	return nil
+}
+
 func validatePrompt(req proto.PromptRequest) error {
 	if req.SessionID == "" {
 		return tandem.Invalid("session_id is required")
@@ -317,6 +336,21 @@ func validatePrompt(req proto.PromptRequest) error {
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
 		return tandem.Invalid("prompt must not be empty")
+	}
+	if err := tooLong("prompt", req.Prompt, MaxPrompt); err != nil {
+		return err
+	}
+	for i, a := range req.Attachments {
+		// What the user message shows of an attachment is an event too.
+		if err := tooLong(fmt.Sprintf("attachments[%d].display_name", i), a.DisplayName, maxAttachmentName); err != nil {
+			return err
+		}
+		if err := tooLong(fmt.Sprintf("attachments[%d].path", i), a.Path, maxAttachmentPath); err != nil {
+			return err
+		}
+		if err := tooLong(fmt.Sprintf("attachments[%d].mime_type", i), a.MimeType, maxMimeType); err != nil {
+			return err
+		}
 	}
 	if req.ClientID != "" {
 		if _, err := uuid.Parse(req.ClientID); err != nil {

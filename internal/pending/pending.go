@@ -32,6 +32,9 @@ const (
 	KindToolCall   = "tool_call"
 )
 
+// MaxFeedback bounds the feedback of a permission answer.
+const MaxFeedback = 64 << 10
+
 // Answer is how a request was resolved.
 type Answer struct {
 	// Result is a permission result (proto.Result*); empty for tool calls.
@@ -299,6 +302,10 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 		ans.Result = proto.ResultDeniedNoClient
 	default:
 		return "", tandem.Invalid("decision must be approve_once, approve_session, reject or user_not_available, got %q", a.Decision)
+	}
+	if len(a.Feedback) > MaxFeedback {
+		// It goes into permission.resolved and to the model.
+		return "", tandem.Errorf(proto.CodeBodyTooLarge, "feedback is %d bytes; at most %d are allowed", len(a.Feedback), MaxFeedback)
 	}
 	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
 

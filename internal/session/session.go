@@ -126,6 +126,24 @@ func (s *Service) rt() Runtime {
 	return s.runtime
 }
 
+// Limits of client strings that go into events (each event's data is at
+// most 1 MiB, contract section 1); over them a request is 413
+// body_too_large.
+const (
+	// MaxLogMessage bounds a client's log line.
+	MaxLogMessage = 64 << 10
+	maxTitle      = 1 << 10
+	maxModel      = 256
+)
+
+// tooLong refuses a string over its limit.
+func tooLong(field, s string, limit int) error {
+	if len(s) > limit {
+		return tandem.Errorf(proto.CodeBodyTooLarge, "%s is %d bytes; at most %d are allowed", field, len(s), limit)
+	}
+	return nil
+}
+
 var (
 	reasoningEfforts = []string{"low", "medium", "high", "xhigh"}
 	permissionModes  = []string{"ask", "allow_all", "deny_all"}
@@ -236,6 +254,12 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 }
 
 func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
+	if err := tooLong("title", req.Title, maxTitle); err != nil {
+		return err
+	}
+	if err := tooLong("model", req.Model, maxModel); err != nil {
+		return err
+	}
 	if req.ID != "" {
 		if _, err := uuid.Parse(req.ID); err != nil {
 			return tandem.Invalid("id must be a UUID, got %q", req.ID)
@@ -502,6 +526,9 @@ func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.Log
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return 0, tandem.Invalid("message is required")
+	}
+	if err := tooLong("message", req.Message, MaxLogMessage); err != nil {
+		return 0, err
 	}
 	ev, err := ws.Emit(ctx, workspace.Draft{
 		Type:      proto.EventSessionLog,

@@ -23,6 +23,9 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 	if strings.TrimSpace(req.Model) == "" {
 		return proto.Session{}, tandem.Invalid("model is required")
 	}
+	if err := tooLong("model", req.Model, maxModel); err != nil {
+		return proto.Session{}, err
+	}
 	if s.cfg.ValidateModel != nil {
 		if err := s.cfg.ValidateModel(req.Model); err != nil {
 			return proto.Session{}, tandem.Invalid("model %q: %v", req.Model, err)

@@ -169,6 +169,12 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 	if err != nil {
 		return proto.Event{}, nil, nil, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
+	if len(data) > MaxEventData {
+		// Stored as cut too (a message's event data is the message), so
+		// what is replayed is what was streamed.
+		w.m.log.Warn("event data cut to its bound", "workspace_id", w.ID, "type", d.Type, "bytes", len(data))
+		data = fit(data, MaxEventData)
+	}
 	keep := kept(d.Type) && !d.Ephemeral
 	l := &w.log
 	l.mu.Lock()
