@@ -177,6 +177,11 @@ type execution struct {
 	// flushing keeps flushes whole, so events are numbered in the order
 	// the run queued them even when tool calls flush side by side.
 	flushing sync.Mutex
+	// failed is the error of the last flush when the store would not take
+	// the run's events; they wait in pending for the next one. stopModel
+	// ends the model request in flight, if any. Both are guarded by mu.
+	failed    error
+	stopModel context.CancelFunc
 }
 
 // eventLinger is how long a run's events may wait to share one commit while
@@ -187,6 +192,31 @@ const eventLinger = 5 * time.Millisecond
 // stopped reports whether the run must end as canceled.
 func (x *execution) stopped() bool {
 	return x.ctx.Err() != nil || (x.run.Canceled != nil && x.run.Canceled())
+}
+
+// storeFailed returns the error of the store when it would not take the
+// run's events at their last flush.
+func (x *execution) storeFailed() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.failed
+}
+
+// halt ends the run early when it must: canceled, or unable to write its
+// events. A run whose events the store refuses goes no further (no model
+// request, no tool runs unrecorded); its end is written when the store
+// takes writes again (see settle).
+func (x *execution) halt(asst *proto.Message) (Result, bool) {
+	if err := x.storeFailed(); err != nil {
+		return x.finish(asst, proto.OutcomeError, &proto.ErrorDetail{
+			Code:    proto.CodeStorageUnavailable,
+			Message: "the run stopped: the store refused its events (disk full or database locked)",
+		}), true
+	}
+	if x.stopped() {
+		return x.finish(asst, proto.OutcomeCanceled, nil), true
+	}
+	return Result{}, false
 }
 
 func (x *execution) execute() Result {
@@ -226,9 +256,8 @@ func (r *Runner) EndUnstarted(ctx context.Context, runs []*Run) {
 		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID}, false)
 		ds = append(ds, x.pending...)
 	}
-	if _, err := runs[0].Workspace.EmitAll(ctx, ds); err != nil {
-		r.logger().Error("emit events", "session_id", runs[0].SessionID, "runs", len(runs), "err", err)
-	}
+	x := &execution{r: r, run: runs[0], ctx: ctx, log: r.logger().With("session_id", runs[0].SessionID, "runs", len(runs)), pending: ds}
+	x.settle()
 }
 
 // loop runs model steps and their tool calls until the turn ends.
@@ -241,8 +270,8 @@ func (x *execution) loop() Result {
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = x.run.Model
 		x.save(&asst, proto.EventMessageCreated)
-		if x.stopped() {
-			return x.finish(&asst, proto.OutcomeCanceled, nil)
+		if res, ok := x.halt(&asst); ok {
+			return res
 		}
 		if step == maxSteps {
 			return x.finish(&asst, proto.OutcomeError, &proto.ErrorDetail{
@@ -250,8 +279,8 @@ func (x *execution) loop() Result {
 			})
 		}
 		resp, err := x.callModel(&asst)
-		if x.stopped() {
-			return x.finish(&asst, proto.OutcomeCanceled, nil)
+		if res, ok := x.halt(&asst); ok {
+			return res
 		}
 		if err != nil {
 			return x.finish(&asst, proto.OutcomeError, modelError(err))
@@ -300,7 +329,12 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 			x.emit(proto.EventToolStarted, proto.ToolStarted{ToolCallID: c.ID, Name: c.Name, Arguments: args}, false)
 			x.flush()
 		}
-		res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		if x.storeFailed() != nil {
+			// Nothing runs that the store could not record.
+			res = ToolResult{Content: "not run: the store refused to record the call", IsError: true}
+		} else {
+			res = x.r.Tools.Call(x.ctx, x.run, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		}
 		if res.Suspended {
 			return true
 		}
@@ -414,7 +448,16 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		streamed := false
 		// open tracks the part the deltas of each kind go to; a new kind starts a new part.
 		open := -1
-		resp, err := x.run.Provider.Stream(x.ctx, req, func(d provider.Delta) {
+		// A flush the store refuses ends the request: the run stops there.
+		mctx, stop := context.WithCancel(x.ctx)
+		x.mu.Lock()
+		x.stopModel = stop
+		failed := x.failed
+		x.mu.Unlock()
+		if failed != nil {
+			stop()
+		}
+		resp, err := x.run.Provider.Stream(mctx, req, func(d provider.Delta) {
 			streamed = true
 			if open < 0 || asst.Parts[open].Type != d.Kind {
 				asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
@@ -423,6 +466,10 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 			asst.Parts[open].Text += d.Text
 			x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
 		})
+		x.mu.Lock()
+		x.stopModel = nil
+		x.mu.Unlock()
+		stop()
 		if err == nil {
 			if !streamed && resp.Text != "" {
 				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
@@ -430,7 +477,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 			return resp, nil
 		}
 		var pe *provider.Error
-		if x.stopped() || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
+		if x.stopped() || x.storeFailed() != nil || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
 			return resp, err
 		}
 		wait := x.backoff(attempt)
@@ -628,7 +675,12 @@ func (x *execution) soon() {
 }
 
 // settle ends the run's writing: no flush is left waiting, and everything
-// queued is emitted.
+// queued is emitted. While the store refuses writes (a full disk, a lock
+// held too long) it tries again, up to once a second, so the run's end is
+// written as soon as the store takes writes again: every run gets its
+// run.completed, once. It gives up only on an error that will not pass
+// (the store closed at shutdown): the next start then ends the run as
+// interrupted.
 func (x *execution) settle() {
 	x.mu.Lock()
 	if x.linger != nil && x.linger.Stop() {
@@ -637,8 +689,31 @@ func (x *execution) settle() {
 	x.linger = nil
 	x.mu.Unlock()
 	x.lingering.Wait()
-	x.flush()
+	for wait, waited := settleFirstWait, false; ; wait = min(2*wait, settleMaxWait) {
+		err := x.flush()
+		if err == nil {
+			if waited {
+				x.log.Info("run's events written: the store takes writes again")
+			}
+			return
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			x.log.Error("run's last events lost", "err", err)
+			return
+		}
+		if !waited {
+			waited = true
+			x.log.Warn("run waits for the store to take its events", "err", err)
+		}
+		time.Sleep(wait)
+	}
 }
+
+// How often settle tries again while the store refuses writes.
+const (
+	settleFirstWait = 50 * time.Millisecond
+	settleMaxWait   = time.Second
+)
 
 func (x *execution) queue(d workspace.Draft) {
 	d.SessionID, d.RunID = x.run.SessionID, x.run.ID
@@ -651,10 +726,12 @@ func (x *execution) queue(d workspace.Draft) {
 // are published. A run flushes whenever clients must see where it is before
 // it goes on: before it calls a tool, before it waits, and when it ends;
 // while the model streams it flushes within eventLinger. Between those
-// points its writes share one commit instead of taking one each. A storage
-// failure is logged and the run goes on: it must still end with
-// run.completed.
-func (x *execution) flush() {
+// points its writes share one commit instead of taking one each.
+//
+// When the store refuses them, the events that are kept (all but deltas)
+// go back to the head of the queue for the next flush, the run is marked
+// failed (see halt) and its model request, if one is in flight, ends.
+func (x *execution) flush() error {
 	x.flushing.Lock()
 	defer x.flushing.Unlock()
 	x.mu.Lock()
@@ -662,11 +739,25 @@ func (x *execution) flush() {
 	x.pending = nil
 	x.mu.Unlock()
 	if len(ds) == 0 {
-		return
+		return nil
 	}
-	if _, err := x.run.Workspace.EmitAll(x.ctx, ds); err != nil {
+	_, err := x.run.Workspace.EmitAll(x.ctx, ds)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err == nil {
+		x.failed = nil
+		return nil
+	}
+	if x.failed == nil {
 		x.log.Error("emit events", "type", ds[0].Type, "count", len(ds), "err", err)
 	}
+	kept := slices.DeleteFunc(ds, func(d workspace.Draft) bool { return d.Ephemeral })
+	x.pending = append(kept, x.pending...)
+	x.failed = err
+	if x.stopModel != nil {
+		x.stopModel()
+	}
+	return err
 }
 
 // endsRun reports whether m is a run's last assistant message.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -38,15 +39,35 @@ func statusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// writeError answers with the contract's error body. Unexpected errors are
-// logged with their detail and answered with a generic message.
-func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := tandem.ErrorCode(err)
-	status := statusOf(code)
-	if status == http.StatusInternalServerError {
-		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+// codeOf returns the contract code of err and the message the client sees.
+// Domain errors carry both; a failure of the storage (a full disk, a
+// database locked past its timeout), wherever it happened, is
+// storage_unavailable; anything else is internal, its detail kept for the
+// log.
+func codeOf(err error) (code, message string) {
+	var te *tandem.Error
+	switch {
+	case errors.As(err, &te):
+		return te.Code, te.Message
+	case errors.Is(err, store.ErrUnavailable):
+		return proto.CodeStorageUnavailable, "the store refuses writes for now (disk full or database locked); nothing was changed, try again later"
 	}
-	writeJSON(w, status, proto.ErrorBody{Error: proto.ErrorDetail{Code: code, Message: tandem.ErrorMessage(err)}})
+	return tandem.ErrorCode(err), tandem.ErrorMessage(err)
+}
+
+// writeError answers with the contract's error body. Unexpected errors and
+// storage failures are logged with their detail and answered with a
+// generic message.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code, message := codeOf(err)
+	status := statusOf(code)
+	switch {
+	case status == http.StatusInternalServerError:
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	case code == proto.CodeStorageUnavailable:
+		a.log.Warn("request failed: storage unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, proto.ErrorBody{Error: proto.ErrorDetail{Code: code, Message: message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

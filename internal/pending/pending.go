@@ -227,7 +227,9 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	}
 	if ref.Suspend != nil && !ref.Suspend() {
 		ans := canceledAnswer(kind)
-		b.resolveLocked(bg, ws, r, ans)
+		if _, err := b.resolveLocked(bg, ws, r, ans); err != nil {
+			b.log.Error("resolve canceled request", "request_id", r.RequestID, "err", err)
+		}
 		r.rec.Applied = true
 		b.saveLocked(bg, r)
 		return ans, false
@@ -262,11 +264,14 @@ func (b *Broker) announce(ctx context.Context, ws *workspace.Workspace, r *row) 
 
 // resolveLocked records ans on r, announces the resolution and hands the
 // answer to the parked run, or returns false when no run waits for it.
-func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) (delivered bool) {
+// An answer the store does not take is neither announced nor handed on:
+// the request stays open, and answering it again may work later.
+func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) (delivered bool, err error) {
 	r.rec.Resolved = true
 	r.rec.Answer = ans
 	if err := b.saveLocked(ctx, r); err != nil {
-		b.log.Error("persist resolution", "request_id", r.RequestID, "err", err)
+		r.rec.Resolved, r.rec.Answer = false, Answer{}
+		return false, fmt.Errorf("resolve %s: %w", r.RequestID, err)
 	}
 	typ, data := proto.EventPermissionResolved, any(proto.PermissionResolved{
 		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy,
@@ -280,9 +285,9 @@ func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *
 	if ch := b.waiters[r.RequestID]; ch != nil {
 		delete(b.waiters, r.RequestID)
 		ch <- ans
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // AnswerPermission resolves a permission request with a client's decision.
@@ -323,7 +328,12 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 		}
 	}
 	revive := [][2]string{}
-	if !b.resolveLocked(ctx, ws, r, ans) {
+	delivered, err := b.resolveLocked(ctx, ws, r, ans)
+	if err != nil {
+		b.mu.Unlock()
+		return "", err
+	}
+	if !delivered {
 		revive = append(revive, [2]string{r.SessionID, r.RunID})
 	}
 	if ans.Result == proto.ResultApprovedForSession {
@@ -336,7 +346,13 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 			b.log.Error("list pending requests", "err", err)
 		}
 		for _, o := range others {
-			if !b.resolveLocked(ctx, ws, o, ans) {
+			delivered, err := b.resolveLocked(ctx, ws, o, ans)
+			if err != nil {
+				// Asked again later; the kind is approved for the session.
+				b.log.Error("resolve request approved for the session", "request_id", o.RequestID, "err", err)
+				continue
+			}
+			if !delivered {
 				revive = append(revive, [2]string{o.SessionID, o.RunID})
 			}
 		}
@@ -382,7 +398,12 @@ func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, re
 		return err
 	}
 	var revive [][2]string
-	if !b.resolveLocked(ctx, ws, r, ans) {
+	delivered, err := b.resolveLocked(ctx, ws, r, ans)
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	if !delivered {
 		revive = append(revive, [2]string{r.SessionID, r.RunID})
 	}
 	reviver := b.revive
@@ -502,10 +523,14 @@ func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID s
 			if r.Kind == KindToolCall {
 				ans = Answer{Content: "interrupted", IsError: true}
 			}
-			b.resolveLocked(ctx, ws, r, ans)
+			if _, err := b.resolveLocked(ctx, ws, r, ans); err != nil {
+				return err
+			}
 		}
 		r.rec.Applied = true
-		b.saveLocked(ctx, r)
+		if err := b.saveLocked(ctx, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -522,7 +547,9 @@ func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, ses
 		return
 	}
 	for _, r := range rows {
-		b.resolveLocked(ctx, ws, r, canceledAnswer(r.Kind))
+		if _, err := b.resolveLocked(ctx, ws, r, canceledAnswer(r.Kind)); err != nil {
+			b.log.Error("cancel request of a deleted session", "request_id", r.RequestID, "err", err)
+		}
 	}
 }
 

@@ -17,6 +17,12 @@ var ErrNotFound = errors.New("not found")
 // ErrExists is returned when a row with the same key already exists.
 var ErrExists = errors.New("already exists")
 
+// ErrUnavailable is wrapped by errors of the storage itself rather than of
+// the request: a full disk, an I/O error, a database locked past its
+// timeout. They pass when the storage recovers; the same request may then
+// succeed.
+var ErrUnavailable = errors.New("storage unavailable")
+
 // Workspace is a persisted workspace.
 type Workspace struct {
 	ID        string

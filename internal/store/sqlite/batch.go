@@ -132,7 +132,7 @@ func (b *batcher) commit(batch []*unit) {
 	live = slices.DeleteFunc(live, func(u *unit) bool {
 		for _, s := range u.stmts {
 			if _, err := b.stmts.get(context.Background(), s.query); err != nil {
-				u.done(stmtResult{err: err})
+				u.done(stmtResult{err: classify(err)})
 				return true
 			}
 		}

@@ -220,16 +220,35 @@ func migrate(ctx context.Context, w *sql.DB) error {
 }
 
 // inTx runs fn in a transaction on the writer and commits, so the caller
-// returns only once the write is durable in the WAL.
+// returns only once the write is durable in the WAL. A failure of the
+// storage comes back wrapping store.ErrUnavailable (see classify).
 func inTx(ctx context.Context, w *sql.DB, fn func(tx *sql.Tx) error) error {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	if err := fn(tx); err != nil {
-		return errors.Join(err, ignoreDone(tx.Rollback()))
+		return classify(errors.Join(err, ignoreDone(tx.Rollback())))
 	}
-	return tx.Commit()
+	return classify(tx.Commit())
+}
+
+// classify wraps err with store.ErrUnavailable when SQLite reports a
+// failure of the storage rather than of the statement: the disk full
+// (SQLITE_FULL; a write past a file size limit shows as SQLITE_IOERR_WRITE),
+// any I/O error, the database locked past busy_timeout, a file that cannot
+// be opened or written, a database out of memory. SQLite rolls back what
+// failed; the same write succeeds once the storage recovers.
+func classify(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	switch sqliteCode(err) & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
+		sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PROTOCOL:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
 
 // ignoreDone drops sql.ErrTxDone, which Rollback reports when a cancelled

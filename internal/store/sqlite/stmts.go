@@ -41,17 +41,23 @@ func (c *stmtCache) close() {
 func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	s, err := db.reads.get(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
-	return s.QueryContext(ctx, args...)
+	rows, err := s.QueryContext(ctx, args...)
+	return rows, classify(err)
 }
 
 // queryRow is query for one row. A statement that fails to prepare reports
 // its error through the returned row.
-func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+func (db *DB) queryRow(ctx context.Context, q string, args ...any) row {
 	s, err := db.reads.get(ctx, q)
 	if err != nil {
-		return db.reader.QueryRowContext(ctx, q, args...)
+		return row{db.reader.QueryRowContext(ctx, q, args...)}
 	}
-	return s.QueryRowContext(ctx, args...)
+	return row{s.QueryRowContext(ctx, args...)}
 }
+
+// row is a *sql.Row whose Scan classifies errors of the storage.
+type row struct{ r *sql.Row }
+
+func (r row) Scan(dest ...any) error { return classify(r.r.Scan(dest...)) }
