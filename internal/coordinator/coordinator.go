@@ -379,6 +379,13 @@ func (c *Coordinator) Revive(ws *workspace.Workspace, sessionID, runID, mode str
 	if sr.hasLocked(runID) || sr.deleting > 0 || sr.deleted {
 		return
 	}
+	// An answer can race with the session's delete, which this state
+	// machine (new, then) would not know of: revivals are rare enough to
+	// ask the store whether the session is still there.
+	if _, err := c.cfg.Store.GetSession(context.Background(), ws.ID, sessionID); err != nil {
+		c.log.Warn("not reviving a run of a missing session", "run_id", runID, "session_id", sessionID, "err", err)
+		return
+	}
 	c.log.Info("reviving run", "run_id", runID, "session_id", sessionID, "mode", mode)
 	c.enqueueLocked(sr, &run{id: runID, revive: mode, announce: announce})
 }
