@@ -177,9 +177,10 @@ type execution struct {
 	// flushing keeps flushes whole, so events are numbered in the order
 	// the run queued them even when tool calls flush side by side.
 	flushing sync.Mutex
-	// failed is the error of the last flush when the store would not take
-	// the run's events; they wait in pending for the next one. stopModel
-	// ends the model request in flight, if any. Both are guarded by mu.
+	// failed is the error of the first flush the store would not take;
+	// its events wait in pending for the next flush, and the run ends
+	// even if that one succeeds. stopModel ends the model request in
+	// flight, if any. Both are guarded by mu.
 	failed    error
 	stopModel context.CancelFunc
 }
@@ -195,7 +196,7 @@ func (x *execution) stopped() bool {
 }
 
 // storeFailed returns the error of the store when it would not take the
-// run's events at their last flush.
+// run's events at one of its flushes.
 func (x *execution) storeFailed() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -742,18 +743,17 @@ func (x *execution) flush() error {
 		return nil
 	}
 	_, err := x.run.Workspace.EmitAll(x.ctx, ds)
-	x.mu.Lock()
-	defer x.mu.Unlock()
 	if err == nil {
-		x.failed = nil
 		return nil
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.failed == nil {
 		x.log.Error("emit events", "type", ds[0].Type, "count", len(ds), "err", err)
+		x.failed = err
 	}
 	kept := slices.DeleteFunc(ds, func(d workspace.Draft) bool { return d.Ephemeral })
 	x.pending = append(kept, x.pending...)
-	x.failed = err
 	if x.stopModel != nil {
 		x.stopModel()
 	}
