@@ -3,11 +3,12 @@ package coordinator
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"mime"
 	"net/http"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/tandem-dev/tandem/internal/agent"
@@ -58,28 +59,26 @@ func fileAttachment(root string, a proto.Attachment) (agent.Attachment, error) {
 	if a.Path == "" {
 		return agent.Attachment{}, fmt.Errorf("path is required")
 	}
-	abs, err := tools.Env{Root: root}.Resolve(a.Path)
-	if err != nil {
+	// Read through the tools' confined root, like the file tools: the
+	// workspace may change under us while the prompt is accepted.
+	rel, data, err := tools.Env{Root: root}.ReadFile(a.Path, MaxFileAttachment)
+	var (
+		tooLarge   *tools.TooLargeError
+		notRegular *tools.NotRegularError
+	)
+	switch {
+	case errors.As(err, &notRegular):
+		return agent.Attachment{}, fmt.Errorf("path %q is not a regular file", a.Path)
+	case errors.As(err, &tooLarge):
+		return agent.Attachment{}, fmt.Errorf("file %q is %d bytes, over the %d byte limit", a.Path, tooLarge.Size, MaxFileAttachment)
+	case errors.Is(err, fs.ErrNotExist):
+		return agent.Attachment{}, fmt.Errorf("path %q does not exist", a.Path)
+	case err != nil:
 		return agent.Attachment{}, err
 	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return agent.Attachment{}, fmt.Errorf("path %q does not exist", a.Path)
-	}
-	if !fi.Mode().IsRegular() {
-		return agent.Attachment{}, fmt.Errorf("path %q is not a regular file", a.Path)
-	}
-	if fi.Size() > MaxFileAttachment {
-		return agent.Attachment{}, fmt.Errorf("file %q is %d bytes, over the %d byte limit", a.Path, fi.Size(), MaxFileAttachment)
-	}
-	data, err := os.ReadFile(abs)
-	if err != nil {
-		return agent.Attachment{}, fmt.Errorf("read %q: %v", a.Path, err)
-	}
-	rel, _ := filepath.Rel(root, abs)
 	name := a.DisplayName
 	if name == "" {
-		name = filepath.Base(abs)
+		name = path.Base(rel)
 	}
 	mime := http.DetectContentType(data)
 	part := proto.Part{Type: proto.PartAttachment, Kind: "file", Path: rel, DisplayName: name, Size: int64(len(data))}

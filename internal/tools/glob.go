@@ -6,20 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
-const (
-	globMaxResults = 1000
-	// walkMaxEntries stops a walk of an enormous tree (a checked-in
-	// node_modules, say) so that a search returns in reasonable time; the
-	// model is told and can narrow the path.
-	walkMaxEntries = 200_000
-)
+const globMaxResults = 1000
 
 type globTool struct{}
 
@@ -72,35 +65,35 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if a.Pattern == "" {
 		return errorf("invalid arguments: pattern must not be empty")
 	}
-	root, err := env.Resolve("")
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	searchAbs, err := env.Resolve(a.Path)
+	defer sp.Close()
+	search, err := sp.resolve(a.Path)
 	if err != nil {
 		return resolveErr(err)
 	}
-	if fi, err := os.Stat(searchAbs); err != nil || !fi.IsDir() {
+	if fi, err := sp.root.Stat(osPath(search)); err != nil || !fi.IsDir() {
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return errorf("not a directory: %s", relTo(root, searchAbs))
+			return errorf("not a directory: %s", search)
 		}
-		return errorf("%v", err)
+		return resolveErr(pathErr(search, err))
 	}
 
 	var matches []string
-	var visited int
-	var stopped bool
+	w := &walker{ctx: ctx, sp: sp}
 	for _, pat := range expandBraces(a.Pattern) {
 		// Literal leading segments go into the directory to walk: it both
 		// prunes the walk and lets an absolute pattern work.
-		base := searchAbs
+		base := search
 		if filepath.IsAbs(pat) {
 			base = "/"
 		}
 		segs := splitPattern(pat)
 		for len(segs) > 1 && !hasMeta(segs[0]) {
-			// Not filepath.Join: cleaning "link/.." lexically would
-			// disagree with Resolve, which follows the link first.
+			// Not cleaned: "link/.." must follow the link first, as
+			// resolve does.
 			base = base + "/" + segs[0]
 			segs = segs[1:]
 		}
@@ -109,39 +102,32 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 				return errorf("invalid glob pattern %q: %v", a.Pattern, err)
 			}
 		}
-		baseAbs, err := env.Resolve(base)
+		baseRel, err := sp.resolve(base)
 		if err != nil {
 			return resolveErr(err)
 		}
-		if fi, err := os.Stat(baseAbs); err != nil || !fi.IsDir() {
+		if fi, err := sp.root.Stat(osPath(baseRel)); err != nil || !fi.IsDir() {
 			continue // a literal prefix that does not exist matches nothing
 		}
 		skipGit := !strings.Contains(pat, ".git")
-		err = filepath.WalkDir(baseAbs, func(p string, d fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if visited++; visited > walkMaxEntries {
-				stopped = true
-				return filepath.SkipAll
-			}
-			if err != nil || p == baseAbs {
-				return nil // unreadable entries are skipped, not fatal
-			}
-			name := strings.Split(relTo(baseAbs, p), "/")
-			if d.IsDir() {
-				if (skipGit && d.Name() == ".git") || !canDescend(segs, name) {
-					return filepath.SkipDir
+		err = w.walk(baseRel, func(e walkEntry) error {
+			name := strings.Split(e.sub, "/")
+			if e.isDir() {
+				if (skipGit && e.name == ".git") || !canDescend(segs, name) {
+					return fs.SkipDir
 				}
 				return nil
 			}
 			if matchSegments(segs, name) {
-				matches = append(matches, relTo(root, p))
+				matches = append(matches, e.rel)
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return errorf("glob canceled: %v", ctx.Err())
+		}
+		if err != nil {
+			return resolveErr(err)
 		}
 	}
 
@@ -149,7 +135,7 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	matches = slices.Compact(matches) // brace alternatives may overlap
 	if len(matches) == 0 {
 		msg := "No files matched."
-		if stopped {
+		if w.stopped {
 			msg += fmt.Sprintf(" [search stopped after %d entries; narrow path or pattern]", walkMaxEntries)
 		}
 		return Result{Content: msg}
@@ -159,7 +145,7 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if len(matches) > len(shown) {
 		out += fmt.Sprintf("\n[results truncated: showed %d of %d matches; narrow the pattern or path]", len(shown), len(matches))
 	}
-	if stopped {
+	if w.stopped {
 		out += fmt.Sprintf("\n[search stopped after %d entries; results are incomplete: narrow the path or pattern]", walkMaxEntries)
 	}
 	return Result{Content: capContent(out)}

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -96,77 +96,79 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 			includes = append(includes, segs)
 		}
 	}
-	root, err := env.Resolve("")
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	searchAbs, err := env.Resolve(a.Path)
+	defer sp.Close()
+	search, err := sp.resolve(a.Path)
 	if err != nil {
 		return resolveErr(err)
 	}
-	fi, err := os.Stat(searchAbs)
+	fi, err := sp.root.Stat(osPath(search))
 	if errors.Is(err, fs.ErrNotExist) {
-		return errorf("path not found: %s", relTo(root, searchAbs))
+		return errorf("path not found: %s", search)
 	}
 	if err != nil {
-		return errorf("%v", err)
+		return resolveErr(pathErr(search, err))
 	}
 
-	g := &grepper{re: re, root: root}
+	g := &grepper{ctx: ctx, re: re}
+	w := &walker{ctx: ctx, sp: sp}
 	if !fi.IsDir() {
 		// A file named outright is searched whatever include says.
-		if !fi.Mode().IsRegular() {
-			return errorf("%s is not a regular file", relTo(root, searchAbs))
+		f, _, err := sp.openRead(search)
+		if err != nil {
+			return errorf("%v", err)
 		}
-		g.file(searchAbs, searchAbs)
+		g.file(f, search)
+		f.Close()
 	} else {
-		err = filepath.WalkDir(searchAbs, func(p string, d fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if g.visited++; g.visited > walkMaxEntries {
-				g.stopped = true
-				return filepath.SkipAll
-			}
-			if err != nil {
-				return nil // unreadable entries are skipped, not fatal
-			}
-			if d.IsDir() {
-				if d.Name() == ".git" && p != searchAbs {
-					return filepath.SkipDir
+		err = w.walk(search, func(e walkEntry) error {
+			if e.isDir() {
+				if e.name == ".git" {
+					return fs.SkipDir
 				}
 				return nil
 			}
-			if len(includes) > 0 && !includeMatch(includes, relTo(searchAbs, p)) {
+			if len(includes) > 0 && !includeMatch(includes, e.sub) {
 				return nil
 			}
-			target := p
+			var f *os.File
 			switch {
-			case d.Type().IsRegular():
-			case d.Type()&fs.ModeSymlink != 0:
-				// Follow a link only to a regular file inside the
-				// workspace; directories are not followed, which also
-				// avoids link cycles.
-				t, err := env.Resolve(p)
+			case e.typ.IsRegular():
+				f, err = e.parent.OpenFile(e.name, os.O_RDONLY|openNonblock, 0)
 				if err != nil {
 					return nil
 				}
-				if tfi, err := os.Stat(t); err != nil || !tfi.Mode().IsRegular() {
+			case e.typ&fs.ModeSymlink != 0:
+				// Follow a link only to a regular file inside the
+				// workspace; directories are not followed, which also
+				// avoids link cycles.
+				target, err := sp.resolve(e.rel)
+				if err != nil {
 					return nil
 				}
-				target = t
+				if f, _, err = sp.openRead(target); err != nil {
+					return nil
+				}
 			default:
 				return nil // FIFOs and devices could block or never end
 			}
-			if g.file(p, target) {
-				return filepath.SkipAll
+			defer f.Close()
+			if g.file(f, e.rel) {
+				return fs.SkipAll
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return errorf("grep canceled: %v", ctx.Err())
 		}
+		if err != nil {
+			return resolveErr(err)
+		}
 	}
+	g.stopped = w.stopped
 
 	if g.matches == 0 {
 		msg := "No matches found."
@@ -203,28 +205,29 @@ func includeMatch(includes [][]string, rel string) bool {
 
 // grepper accumulates the output of one grep call.
 type grepper struct {
+	ctx     context.Context
 	re      *regexp.Regexp
-	root    string
 	out     strings.Builder
 	matches int
-	visited int
-	stopped bool // the walk hit walkMaxEntries
+	stopped bool // the walk saw only part of the tree
 	full    bool // the output hit its bounds
 }
 
-// file searches one file, shown as shown and read from target (they differ
-// for a symlink). It reports whether the output is full.
-func (g *grepper) file(shown, target string) bool {
-	fi, err := os.Stat(target)
-	if err != nil || fi.Size() > grepMaxFileSize {
+// file searches one open file, shown as rel. It reports whether the output
+// is full (or the call canceled), so the walk can stop.
+func (g *grepper) file(f *os.File, rel string) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > grepMaxFileSize {
 		return false
 	}
-	data, err := os.ReadFile(target)
+	data, err := io.ReadAll(io.LimitReader(f, grepMaxFileSize))
 	if err != nil || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 		return false
 	}
-	rel := relTo(g.root, shown)
 	for n := 1; len(data) > 0; n++ {
+		if n%1024 == 0 && g.ctx.Err() != nil {
+			return true
+		}
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]

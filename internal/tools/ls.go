@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -60,38 +59,42 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if err := decodeArgs(args, &a); err != nil {
 		return errorf("%v", err)
 	}
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
-	fi, err := os.Stat(abs)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	// Opened, then checked: what is listed is what was checked.
+	d, err := sp.root.OpenFile(osPath(rel), os.O_RDONLY|openNonblock, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errorf("directory not found: %s", rel)
 	case err != nil:
-		return errorf("%v", err)
-	case !fi.IsDir():
+		return resolveErr(pathErr(rel, err))
+	}
+	defer d.Close()
+	if fi, err := d.Stat(); err != nil {
+		return resolveErr(pathErr(rel, err))
+	} else if !fi.IsDir() {
 		return errorf("%s is a file, not a directory; use view to read it", rel)
 	}
 	// os.ReadDir would read and sort every entry; reading in batches keeps a
 	// huge directory from costing unbounded memory.
-	d, err := os.Open(abs)
-	if err != nil {
-		return errorf("%v", err)
-	}
-	defer d.Close()
 	var names []string
 	var total int
 	for {
 		if err := ctx.Err(); err != nil {
 			return errorf("ls canceled: %v", err)
 		}
-		batch, err := d.ReadDir(1024)
+		batch, err := d.ReadDir(readDirBatch)
 		for _, e := range batch {
 			total++
 			if len(names) < 50*lsMaxEntries {
-				names = append(names, entryName(abs, e))
+				names = append(names, entryName(sp, rel, e))
 			}
 		}
 		if err != nil {
@@ -112,13 +115,13 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 
 // entryName renders one directory entry. A symlink's target is shown rather
 // than followed: following it could reveal things outside the workspace.
-func entryName(dir string, e fs.DirEntry) string {
+func entryName(sp *space, dir string, e fs.DirEntry) string {
 	name := e.Name()
 	switch {
 	case e.IsDir():
 		return name + "/"
 	case e.Type()&fs.ModeSymlink != 0:
-		if t, err := os.Readlink(filepath.Join(dir, name)); err == nil {
+		if t, err := sp.root.Readlink(osPath(joinRel(dir, name))); err == nil {
 			return name + " -> " + t
 		}
 	}

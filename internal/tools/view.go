@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -92,12 +90,16 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		limit = a.Limit.v
 	}
 
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
-	f, err := openRegular(abs, rel)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	f, _, err := sp.openRead(rel)
 	if err != nil {
 		return errorf("%v", err)
 	}
@@ -162,26 +164,6 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		return errorf("offset %d is past the end of %s, which has %d lines", offset, rel, n)
 	}
 	return Result{Content: strings.TrimSuffix(out.String(), "\n")}
-}
-
-// openRegular opens a file for reading, refusing directories and special
-// files: opening a FIFO would block the tool forever, and a device could be
-// endless.
-func openRegular(abs, rel string) (*os.File, error) {
-	fi, err := os.Stat(abs)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("file not found: %s", rel)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a file; use ls to list it", rel)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", rel)
-	}
-	return os.Open(abs)
 }
 
 // readLine reads the next line, keeping at most keep bytes of it so that a
