@@ -9,7 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -84,17 +84,13 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if err != nil {
 		return errorf("invalid regular expression %q: %v", a.Pattern, err)
 	}
-	var includes [][]string
+	var include *globPattern
 	if a.Include != "" {
-		for _, inc := range expandBraces(a.Include) {
-			segs := splitPattern(inc)
-			for _, s := range segs {
-				if _, err := path.Match(s, ""); err != nil {
-					return errorf("invalid include glob %q: %v", a.Include, err)
-				}
-			}
-			includes = append(includes, segs)
+		g, err := compileGlob("include glob", filepath.ToSlash(a.Include))
+		if err != nil {
+			return errorf("%v", err)
 		}
+		include = &g
 	}
 	sp, err := env.open()
 	if err != nil {
@@ -123,6 +119,9 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		}
 		g.file(f, search)
 		f.Close()
+		if ctx.Err() != nil {
+			return errorf("grep canceled: %v", ctx.Err())
+		}
 	} else {
 		err = w.walk(search, func(e walkEntry) error {
 			if e.isDir() {
@@ -131,7 +130,7 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 				}
 				return nil
 			}
-			if len(includes) > 0 && !includeMatch(includes, e.sub) {
+			if include != nil && !includeMatch(*include, e.sub, e.name) {
 				return nil
 			}
 			var f *os.File
@@ -187,20 +186,13 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	return Result{Content: capContent(out)}
 }
 
-func includeMatch(includes [][]string, rel string) bool {
-	name := strings.Split(rel, "/")
-	for _, inc := range includes {
-		if len(inc) == 1 {
-			if ok, _ := path.Match(inc[0], name[len(name)-1]); ok {
-				return true
-			}
-			continue
-		}
-		if matchSegments(inc, name) {
-			return true
-		}
+// includeMatch applies grep's include: a pattern without "/" is matched
+// against the file name, one with "/" against the path below the search.
+func includeMatch(g globPattern, sub, name string) bool {
+	if !strings.Contains(g.pattern, "/") {
+		return g.match(name)
 	}
-	return false
+	return g.match(sub)
 }
 
 // grepper accumulates the output of one grep call.
