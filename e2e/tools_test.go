@@ -56,3 +56,60 @@ func TestCancelStopsAPathologicalGlob(t *testing.T) {
 	assert.Equal(t, proto.OutcomeCanceled, rc.Outcome)
 	assert.Less(t, latency, 2*time.Second, "invariant 6: tools stop within 2 s of a cancel")
 }
+
+// toolResult runs one echo-model tool call and returns its tool.finished.
+func (e *env) toolResult(s *stream, wsID, sid, call string) proto.ToolFinished {
+	e.t.Helper()
+	acc := e.prompt(wsID, sid, call)
+	_, frames := s.completion(acc.RunID)
+	for _, f := range frames {
+		if f.Event == proto.EventToolFinished {
+			var tf proto.ToolFinished
+			require.NoError(e.t, json.Unmarshal(f.envelope(e.t).Data, &tf))
+			return tf
+		}
+	}
+	e.t.Fatalf("%s: no tool.finished", call)
+	return proto.ToolFinished{}
+}
+
+// TestSearchesSkipGitignoredFiles: ls, glob and grep over the server skip
+// what the workspace's .gitignore files (nested ones too) and .git hold,
+// unless the call names the path.
+func TestSearchesSkipGitignoredFiles(t *testing.T) {
+	e := startEnv(t)
+	files := map[string]string{
+		".gitignore":          "vendor/\n*.tmp\n",
+		"web/.gitignore":      "dist/\n",
+		"main.go":             "needle\n",
+		"scratch.tmp":         "needle\n",
+		"vendor/lib/lib.go":   "needle\n",
+		"web/app.ts":          "needle\n",
+		"web/dist/app.js":     "needle\n",
+		".git/HEAD":           "needle\n",
+		"docs/notes.md":       "needle\n",
+		"docs/draft.tmp":      "needle\n",
+		"docs/sub/readme.txt": "needle\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(e.workDir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, nil)
+
+	tf := e.toolResult(s, ws.ID, sess.ID, `/tool glob {"pattern": "**/*"}`)
+	assert.Equal(t, ".gitignore\ndocs/notes.md\ndocs/sub/readme.txt\nmain.go\nweb/.gitignore\nweb/app.ts", tf.Content)
+	tf = e.toolResult(s, ws.ID, sess.ID, `/tool grep {"pattern": "needle"}`)
+	assert.Equal(t, "docs/notes.md:1:needle\ndocs/sub/readme.txt:1:needle\nmain.go:1:needle\nweb/app.ts:1:needle", tf.Content)
+	tf = e.toolResult(s, ws.ID, sess.ID, `/tool ls {}`)
+	assert.Equal(t, ".gitignore\ndocs/\nmain.go\nweb/\n[2 entries ignored by .gitignore not shown; give one as path to list it]", tf.Content)
+
+	// Named, an ignored path is searched.
+	tf = e.toolResult(s, ws.ID, sess.ID, `/tool grep {"pattern": "needle", "path": "vendor"}`)
+	assert.Equal(t, "vendor/lib/lib.go:1:needle", tf.Content)
+	tf = e.toolResult(s, ws.ID, sess.ID, `/tool glob {"pattern": "*.js", "path": "web/dist"}`)
+	assert.Equal(t, "web/dist/app.js", tf.Content)
+}

@@ -26,7 +26,7 @@ func (globTool) Description() string {
 	return `Find files by name pattern. Returns matching file paths relative to the workspace root, sorted, one per line.
 - pattern: a glob matched against paths relative to path. "*" matches within one path segment, "**" matches any number of directories (including none), "?" one character, "[abc]" a class, "{a,b}" alternatives, "\" escapes. Examples: "**/*.go", "src/**/*_test.{ts,tsx}", "cmd/*/main.go".
 - path: directory to search, relative to the workspace root or absolute inside it; defaults to the root.
-- Only files are listed (use ls for directories). ".git" directories are skipped unless the pattern names them. At most 1000 results are shown.`
+- Only files are listed (use ls for directories). What the workspace's .gitignore files ignore, and ".git", are skipped unless path (or the pattern's leading directories) names them. At most 1000 results are shown.`
 }
 
 func (globTool) Schema() json.RawMessage {
@@ -114,11 +114,13 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	}
 
 	var matches []string
-	skipGit := !strings.Contains(rest, ".git")
-	w := &walker{ctx: ctx, sp: sp}
+	w := &walker{ctx: ctx, sp: sp, ign: sp.ignoreRulesFor(base)}
+	if strings.Contains(rest, gitDir) {
+		w.ign.keepGit = true
+	}
 	err = w.walk(base, func(e walkEntry) error {
 		if e.isDir() {
-			if (skipGit && e.name == ".git") || !g.mayContain(e.sub) {
+			if !g.mayContain(e.sub) {
 				return fs.SkipDir
 			}
 			return nil
@@ -141,7 +143,7 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		if w.stopped {
 			msg += fmt.Sprintf(" [search stopped after %d entries; narrow path or pattern]", walkMaxEntries)
 		}
-		return Result{Content: msg}
+		return Result{Content: msg + hiddenNote(w.ign)}
 	}
 	shown := matches[:min(len(matches), globMaxResults)]
 	out := strings.Join(shown, "\n")

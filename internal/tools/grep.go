@@ -38,7 +38,7 @@ func (grepTool) Description() string {
 - pattern: Go (RE2) regular expression, matched per line. Use (?i) for case-insensitive; escape regex characters such as ( [ . * to match them literally.
 - path: file or directory to search, relative to the workspace root or absolute inside it; defaults to the root.
 - include: optional glob on file names, e.g. "*.go" or "*.{ts,tsx}" (a pattern with "/" is matched against the path below path, and may use "**").
-- Binary files, files over 10 MB and ".git" directories are skipped. Long lines are shortened around the match. At most 1000 matches are shown; narrow the pattern, path or include when the output is truncated.`
+- Binary files, files over 10 MB, what the workspace's .gitignore files ignore and ".git" are skipped, unless path names them. Long lines are shortened around the match. At most 1000 matches are shown; narrow the pattern, path or include when the output is truncated.`
 }
 
 func (grepTool) Schema() json.RawMessage {
@@ -110,7 +110,7 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	}
 
 	g := &grepper{ctx: ctx, re: re}
-	w := &walker{ctx: ctx, sp: sp}
+	w := &walker{ctx: ctx, sp: sp, ign: sp.ignoreRulesFor(search)}
 	if !fi.IsDir() {
 		// A file named outright is searched whatever include says.
 		f, _, err := sp.openRead(search)
@@ -125,9 +125,6 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	} else {
 		err = w.walk(search, func(e walkEntry) error {
 			if e.isDir() {
-				if e.name == ".git" {
-					return fs.SkipDir
-				}
 				return nil
 			}
 			if include != nil && !includeMatch(*include, e.sub, e.name) {
@@ -174,7 +171,7 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		if g.stopped {
 			msg += fmt.Sprintf(" [search stopped after %d entries; narrow the path]", walkMaxEntries)
 		}
-		return Result{Content: msg}
+		return Result{Content: msg + hiddenNote(w.ign)}
 	}
 	out := strings.TrimSuffix(g.out.String(), "\n")
 	switch {

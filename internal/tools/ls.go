@@ -26,6 +26,7 @@ func (lsTool) Name() string { return "ls" }
 func (lsTool) Description() string {
 	return `List one directory of the workspace (not recursive). Entries are sorted by name, one per line; directories end with "/", symbolic links are shown as "name -> target".
 - path: directory relative to the workspace root, or absolute inside it; defaults to the root.
+- What the workspace's .gitignore files ignore, and ".git", are not listed (a note says how many); give such a directory as path to list it.
 - At most 1000 entries are shown. To find files by name across directories use glob; to search contents use grep.`
 }
 
@@ -82,6 +83,12 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	} else if !fi.IsDir() {
 		return errorf("%s is a file, not a directory; use view to read it", rel)
 	}
+	ign := sp.ignoreRulesFor(rel)
+	var parts []string
+	if rel != "." {
+		parts = strings.Split(rel, "/")
+	}
+	ign.load(sp.root, osPath(joinRel(rel, gitignoreName)), parts)
 	// os.ReadDir would read and sort every entry; reading in batches keeps a
 	// huge directory from costing unbounded memory.
 	var names []string
@@ -92,6 +99,9 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		}
 		batch, err := d.ReadDir(readDirBatch)
 		for _, e := range batch {
+			if ign.skip(append(parts[:len(parts):len(parts)], e.Name()), e.IsDir()) {
+				continue
+			}
 			total++
 			if len(names) < 50*lsMaxEntries {
 				names = append(names, entryName(sp, rel, e))
@@ -101,7 +111,14 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 			break
 		}
 	}
+	hidden := ""
+	if ign.hidden > 0 {
+		hidden = fmt.Sprintf("[%d entries ignored by .gitignore not shown; give one as path to list it]", ign.hidden)
+	}
 	if total == 0 {
+		if hidden != "" {
+			return Result{Content: fmt.Sprintf("(no entries shown in %s)\n%s", rel, hidden)}
+		}
 		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
 	}
 	sortByName(names)
@@ -109,6 +126,9 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	out := strings.Join(shown, "\n")
 	if total > len(shown) {
 		out += fmt.Sprintf("\n[listing truncated: showed %d of %d entries; use glob with a pattern to narrow it]", len(shown), total)
+	}
+	if hidden != "" {
+		out += "\n" + hidden
 	}
 	return Result{Content: capContent(out)}
 }

@@ -35,6 +35,9 @@ type walker struct {
 	// stopped is set when the walk hit walkMaxEntries or walkMaxDepth and
 	// so saw only part of the tree.
 	stopped bool
+	// ign, when set, skips what .gitignore files and .git hold; the walk
+	// adds each directory's .gitignore as it enters it.
+	ign *ignoreRules
 }
 
 // walkEntry is one entry found by a walk.
@@ -62,17 +65,26 @@ func (w *walker) walk(start string, fn func(walkEntry) error) error {
 		return pathErr(start, err)
 	}
 	defer d.Close()
-	if err := w.dir(d, start, "", 0, fn); err != nil && !errors.Is(err, fs.SkipAll) {
+	var parts []string
+	if start != "." {
+		parts = strings.Split(start, "/")
+	}
+	if err := w.dir(d, parts, "", 0, fn); err != nil && !errors.Is(err, fs.SkipAll) {
 		return err
 	}
 	return w.ctx.Err()
 }
 
-func (w *walker) dir(d *os.Root, rel, sub string, depth int, fn func(walkEntry) error) error {
+// dir walks the directory d, at the root-relative parts.
+func (w *walker) dir(d *os.Root, parts []string, sub string, depth int, fn func(walkEntry) error) error {
+	if w.ign != nil {
+		defer w.ign.pop(w.ign.load(d, gitignoreName, parts))
+	}
 	ents, err := w.list(d)
 	if err != nil {
 		return err
 	}
+	rel := strings.Join(parts, "/")
 	for _, de := range ents {
 		if err := w.ctx.Err(); err != nil {
 			return err
@@ -80,6 +92,10 @@ func (w *walker) dir(d *os.Root, rel, sub string, depth int, fn func(walkEntry) 
 		if w.visited++; w.visited > walkMaxEntries {
 			w.stopped = true
 			return fs.SkipAll
+		}
+		childParts := append(parts[:len(parts):len(parts)], de.Name())
+		if w.ign != nil && w.ign.skip(childParts, de.IsDir()) {
+			continue
 		}
 		e := walkEntry{rel: joinRel(rel, de.Name()), sub: joinRel(sub, de.Name()), name: de.Name(), typ: de.Type(), parent: d}
 		switch err := fn(e); {
@@ -99,7 +115,7 @@ func (w *walker) dir(d *os.Root, rel, sub string, depth int, fn func(walkEntry) 
 		if err != nil {
 			continue // gone, unreadable, or swapped for a link: not entered
 		}
-		err = w.dir(child, e.rel, e.sub, depth+1, fn)
+		err = w.dir(child, childParts, e.sub, depth+1, fn)
 		child.Close()
 		if err != nil {
 			return err
