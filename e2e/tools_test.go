@@ -113,3 +113,36 @@ func TestSearchesSkipGitignoredFiles(t *testing.T) {
 	tf = e.toolResult(s, ws.ID, sess.ID, `/tool glob {"pattern": "*.js", "path": "web/dist"}`)
 	assert.Equal(t, "web/dist/app.js", tf.Content)
 }
+
+// TestPermissionDiffShowsEveryChange is defect 13 over the server: the
+// permission request for a write that changes lines 3 and 28 of a 30-line
+// file carries a diff with one hunk per change, three lines of context each.
+func TestPermissionDiffShowsEveryChange(t *testing.T) {
+	e := startEnv(t)
+	lines := func(upper ...int) string {
+		var b strings.Builder
+		for i := 1; i <= 30; i++ {
+			l := fmt.Sprintf("line %d", i)
+			for _, u := range upper {
+				if u == i {
+					l = strings.ToUpper(l)
+				}
+			}
+			b.WriteString(l + "\n")
+		}
+		return b.String()
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(e.workDir, "f.txt"), []byte(lines()), 0o644))
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, nil)
+	content, err := json.Marshal(lines(3, 28))
+	require.NoError(t, err)
+	acc := e.prompt(ws.ID, sess.ID, fmt.Sprintf(`/tool write {"path": "f.txt", "content": %s}`, content))
+	pr := s.permissionRequested()
+	assert.Equal(t, "--- a/f.txt\n+++ b/f.txt\n"+
+		"@@ -1,6 +1,6 @@\n line 1\n line 2\n-line 3\n+LINE 3\n line 4\n line 5\n line 6\n"+
+		"@@ -25,6 +25,6 @@\n line 25\n line 26\n line 27\n-line 28\n+LINE 28\n line 29\n line 30", pr.Details["diff"])
+	e.approveToEnd(s, ws.ID, pr.RequestID, s.ClientID, acc.RunID)
+	assertFile(t, filepath.Join(e.workDir, "f.txt"), lines(3, 28))
+}

@@ -65,7 +65,7 @@ func (editTool) Summary(env Env, args json.RawMessage) (string, map[string]any) 
 		// Still show what the model wants to change; the run will fail the
 		// same way and tell the model why.
 		d["error"] = err.Error()
-		d["diff"] = unifiedDiff(rel, a.OldString, a.NewString)
+		d["diff"] = fragmentDiff(rel, a.OldString, a.NewString)
 		return "Edit " + rel, d
 	}
 	d["diff"] = unifiedDiff(rel, plan.before, plan.after)

@@ -129,22 +129,10 @@ func TestSummaries(t *testing.T) {
 	s, d = toolByName(t, "write").Summary(env, mustJSON(t, map[string]any{"path": "new/g.txt", "content": "hi\n"}))
 	require.Equal(t, "Create new/g.txt (3 bytes)", s)
 	require.Equal(t, true, d["new_file"])
-	require.Equal(t, "--- /dev/null\n+++ b/new/g.txt\n@@ -0,0 +1,1 @@\n+hi", d["diff"])
+	require.Equal(t, "--- /dev/null\n+++ b/new/g.txt\n@@ -0,0 +1 @@\n+hi", d["diff"])
 
 	_, d = toolByName(t, "write").Summary(env, mustJSON(t, map[string]any{"path": "../x", "content": "hi"}))
 	require.Contains(t, d["error"], "outside the workspace")
-}
-
-func TestUnifiedDiffBounded(t *testing.T) {
-	var before, after string
-	for i := range 1000 {
-		before += "line\n"
-		after += string(rune('a'+i%26)) + "\n"
-	}
-	d := unifiedDiff("f", before, after)
-	require.Contains(t, d, "[diff truncated:")
-	require.Less(t, len(d), diffMaxLines*(diffMaxLine+30))
-	require.Equal(t, "(no changes)", unifiedDiff("f", "x", "x"))
 }
 
 func TestReadSummaries(t *testing.T) {
