@@ -221,8 +221,20 @@ func (s *space) readFile(rel string, limit int64) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, &TooLargeError{Path: rel, Size: fi.Size(), Limit: limit}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Sized from the open file, plus one byte to notice one that grew.
+	data := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(f, data)
+	switch {
+	case err == nil:
+		// Longer than it was: read on, within the limit.
+		rest, err := io.ReadAll(io.LimitReader(f, limit+1-int64(n)))
+		if err != nil {
+			return nil, pathErr(rel, err)
+		}
+		data = append(data[:n], rest...)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		data = data[:n]
+	default:
 		return nil, pathErr(rel, err)
 	}
 	if int64(len(data)) > limit {
