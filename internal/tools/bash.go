@@ -302,6 +302,6 @@ func (h *headTail) String() string {
 	// Cutting may split a rune at either edge; ToValidUTF8 replaces the
 	// pieces rather than emit invalid UTF-8.
 	return strings.ToValidUTF8(string(h.head), "\uFFFD") +
-		fmt.Sprintf("\n[... output truncated: %d bytes omitted ...]\n", h.total-kept) +
+		fmt.Sprintf("\n[... output truncated: %d bytes omitted; to read all of it, redirect the command's output to a file and read that with view (offset, limit) ...]\n", h.total-kept) +
 		strings.ToValidUTF8(string(tail), "\uFFFD")
 }

@@ -70,9 +70,12 @@ func Builtins() []Tool {
 	return []Tool{viewTool{}, lsTool{}, globTool{}, grepTool{}, editTool{}, writeTool{}, bashTool{}}
 }
 
-// maxOutput bounds the content of any one result. Roughly 30 kB is a few
-// thousand tokens: enough to be useful, small enough to leave room in the
-// model's context for many calls.
+// maxOutput bounds the content of any one result, notes included. Roughly
+// 30 kB is a few thousand tokens: enough to be useful, small enough to leave
+// room in the model's context for many calls. It stays well under the 64 KiB
+// at which the agent cuts any tool result (contract section 7), so a
+// built-in tool's own note, which says what was cut and how to read on, is
+// the one the model sees.
 const maxOutput = 30_000
 
 func errorf(format string, args ...any) Result {
@@ -151,7 +154,7 @@ func capContent(s string) string {
 	if i := strings.LastIndexByte(cut, '\n'); i > maxOutput/2 {
 		cut = cut[:i+1]
 	}
-	return fmt.Sprintf("%s\n[output truncated: showed %d of %d bytes]", strings.TrimRight(cut, "\n"), len(cut), len(s))
+	return fmt.Sprintf("%s\n[output truncated: showed %d of %d bytes; narrow the request (path, pattern) to see the rest]", strings.TrimRight(cut, "\n"), len(cut), len(s))
 }
 
 // oneLine shortens s for a one-line summary: first line only, bounded length.
