@@ -105,7 +105,9 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	}
 	defer f.Close()
 
-	r := bufio.NewReaderSize(f, 64*1024)
+	// Reads look at the context, so that one enormous line (a file of one
+	// line of gigabytes) does not keep a canceled call reading.
+	r := bufio.NewReaderSize(ctxReader{ctx, f}, 64*1024)
 	head, _ := r.Peek(sniffLen)
 	if len(head) == 0 {
 		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
@@ -122,6 +124,9 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 			return errorf("view canceled: %v", err)
 		}
 		line, full, err := readLine(r, viewMaxLine)
+		if ctx.Err() != nil {
+			return errorf("view canceled: %v", ctx.Err())
+		}
 		if full == 0 && err != nil {
 			if !errors.Is(err, io.EOF) {
 				return errorf("reading %s: %v", rel, err)
@@ -198,4 +203,17 @@ func readLine(r *bufio.Reader, keep int) (line []byte, full int, err error) {
 		}
 		return line, full, err
 	}
+}
+
+// ctxReader fails reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
