@@ -1,6 +1,9 @@
 // Package tools implements the agent's built-in tools: reading (view, ls, glob,
 // grep), writing (edit, write) and running shell commands (bash), all confined
-// to one workspace directory.
+// to one workspace directory. The file tools reach files only through an
+// os.Root opened on the workspace for each call, so no path leaves it, even
+// while another process swaps directories for symlinks; every walk and read
+// looks at the call's context, so a cancel stops any of them promptly.
 //
 // Every tool reports failures as an error Result rather than a Go error or a
 // panic, because the caller hands the result straight back to the model, which
@@ -20,8 +23,9 @@ import (
 
 // Env is what a tool call may touch.
 type Env struct {
-	// Root is the workspace root, absolute and symlink-resolved. Every path a
-	// tool reads or writes must resolve to Root or below it.
+	// Root is the workspace root, an absolute path. Every path a tool reads
+	// or writes is Root or below it; the model names them relative to Root
+	// or absolute (in either Root's spelling or its symlink-resolved one).
 	Root string
 }
 
