@@ -109,6 +109,9 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	// line of gigabytes) does not keep a canceled call reading.
 	r := bufio.NewReaderSize(ctxReader{ctx, f}, 64*1024)
 	head, _ := r.Peek(sniffLen)
+	if err := ctx.Err(); err != nil {
+		return errorf("view canceled: %v", err)
+	}
 	if len(head) == 0 {
 		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
 	}
