@@ -12,10 +12,6 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// maxDetailLines bounds how much of a permission's details (a diff, a
-// command) is shown with the question.
-const maxDetailLines = 20
-
 // asker asks the person at the terminal about permission requests, one at a
 // time and in order, away from the event loop: the loop must go on reading
 // (another client may answer first, the run may be canceled) while the
@@ -171,14 +167,35 @@ func parseDecision(line string) (decision, feedback string, ok bool) {
 	return proto.DecisionReject, text, true
 }
 
+// longDetails is the number of detail lines past which a summary of the diff
+// is repeated next to the question, as the diff's start has scrolled away.
+const longDetails = 40
+
 // detailLines renders a permission's details for the question: a diff or a
-// command as they are, other fields as key: value.
+// command as they are, other fields as key: value. Nothing is cut: the
+// person approving must see every line a change adds or removes, however
+// long (the server already bounds a diff to what one event can carry, and
+// says so in it when it had to cut).
 func detailLines(details map[string]any) []string {
 	var lines []string
 	for _, key := range []string{"command", "diff"} {
 		if s, ok := details[key].(string); ok && s != "" {
 			lines = append(lines, strings.Split(strings.TrimRight(s, "\n"), "\n")...)
 		}
+	}
+	if d, ok := details["diff"].(string); ok && len(lines) > longDetails {
+		// The question follows a long diff: say what scrolled by.
+		var added, removed int
+		for _, l := range strings.Split(d, "\n") {
+			switch {
+			case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
+			case strings.HasPrefix(l, "+"):
+				added++
+			case strings.HasPrefix(l, "-"):
+				removed++
+			}
+		}
+		lines = append(lines, fmt.Sprintf("(the diff above is %d lines: %d added, %d removed; scroll up to read all of it)", len(lines), added, removed))
 	}
 	if len(lines) == 0 {
 		keys := make([]string, 0, len(details))
@@ -189,10 +206,6 @@ func detailLines(details map[string]any) []string {
 		for _, k := range keys {
 			lines = append(lines, fmt.Sprintf("%s: %v", k, details[k]))
 		}
-	}
-	if len(lines) > maxDetailLines {
-		n := len(lines) - maxDetailLines
-		lines = append(lines[:maxDetailLines], fmt.Sprintf("… %d more lines", n))
 	}
 	return lines
 }

@@ -589,29 +589,56 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 	return out
 }
 
+// userMessage is a user message as the model sees it: its text, then, for
+// the run's own prompt, the text of its attachments (and its images), or,
+// for an earlier prompt, a note for each attachment it had. The text is
+// built once at its final size: a prompt may carry 20 MiB of attachments,
+// and joining them one by one would copy what came before at each step.
 func (x *execution) userMessage(m proto.Message) provider.Message {
+	const earlier = "\n\n[attachment %q was shown in an earlier turn]"
 	pm := provider.Message{Role: provider.RoleUser}
+	current := m.ID == x.userID
+	size := 0
 	for _, p := range m.Parts {
-		if p.Type == proto.PartText {
-			pm.Text += p.Text
+		switch {
+		case p.Type == proto.PartText:
+			size += len(p.Text)
+		case p.Type == proto.PartAttachment && !current:
+			size += len(earlier) + len(p.DisplayName) + 8 // quoting may escape a few bytes
 		}
 	}
-	if m.ID == x.userID {
+	if current {
 		for _, a := range x.run.Attachments {
 			if a.Text != "" {
-				pm.Text += "\n\n" + a.Text
+				size += 2 + len(a.Text)
+			}
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, p := range m.Parts {
+		if p.Type == proto.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	if current {
+		for _, a := range x.run.Attachments {
+			if a.Text != "" {
+				b.WriteString("\n\n")
+				b.WriteString(a.Text)
 			}
 			if a.Image != nil {
 				pm.Images = append(pm.Images, *a.Image)
 			}
 		}
-		return pm
-	}
-	for _, p := range m.Parts {
-		if p.Type == proto.PartAttachment {
-			pm.Text += fmt.Sprintf("\n\n[attachment %q was shown in an earlier turn]", p.DisplayName)
+	} else {
+		for _, p := range m.Parts {
+			if p.Type == proto.PartAttachment {
+				fmt.Fprintf(&b, earlier, p.DisplayName)
+			}
 		}
 	}
+	pm.Text = b.String()
 	return pm
 }
 

@@ -3,11 +3,12 @@ package coordinator
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"mime"
 	"net/http"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/tandem-dev/tandem/internal/agent"
@@ -17,19 +18,29 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// Attachment limits keep one prompt from filling the model's context or memory.
+// Attachment limits keep one prompt from filling the model's context or
+// memory (contract section 1): each file and blob is bounded, and so are
+// their count and their decoded total, whatever the size of the body that
+// names them (a path is a few bytes; the file behind it is not).
 const (
 	MaxFileAttachment = 1 << 20
 	MaxBlobAttachment = 10 << 20
+	MaxAttachments    = 20
+	MaxAttachedBytes  = 20 << 20
 )
 
 // imageTypes are the image formats every supported provider accepts as input.
 var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
-// prepareAttachments checks a prompt's attachments and reads them; any
-// problem is a 400 naming the attachment, before the run is accepted.
+// prepareAttachments checks a prompt's attachments and reads them, before
+// the run is accepted: too many, or too much in all, is a 413; any other
+// problem a 400 naming the attachment.
 func prepareAttachments(root string, in []proto.Attachment) ([]agent.Attachment, error) {
+	if len(in) > MaxAttachments {
+		return nil, tandem.Errorf(proto.CodeBodyTooLarge, "a prompt may carry at most %d attachments, got %d", MaxAttachments, len(in))
+	}
 	out := make([]agent.Attachment, 0, len(in))
+	var total int64
 	for i, a := range in {
 		var (
 			att agent.Attachment
@@ -46,6 +57,11 @@ func prepareAttachments(root string, in []proto.Attachment) ([]agent.Attachment,
 		if err != nil {
 			return nil, tandem.Invalid("attachments[%d]: %v", i, err)
 		}
+		// Each is bounded, so the total passes its limit by at most one
+		// attachment before it is seen.
+		if total += att.Part.Size; total > MaxAttachedBytes {
+			return nil, tandem.Errorf(proto.CodeBodyTooLarge, "attachments[%d]: the attachments hold more than %d bytes in all", i, MaxAttachedBytes)
+		}
 		out = append(out, att)
 	}
 	return out, nil
@@ -58,28 +74,26 @@ func fileAttachment(root string, a proto.Attachment) (agent.Attachment, error) {
 	if a.Path == "" {
 		return agent.Attachment{}, fmt.Errorf("path is required")
 	}
-	abs, err := tools.Env{Root: root}.Resolve(a.Path)
-	if err != nil {
+	// Read through the tools' confined root, like the file tools: the
+	// workspace may change under us while the prompt is accepted.
+	rel, data, err := tools.Env{Root: root}.ReadFile(a.Path, MaxFileAttachment)
+	var (
+		tooLarge   *tools.TooLargeError
+		notRegular *tools.NotRegularError
+	)
+	switch {
+	case errors.As(err, &notRegular):
+		return agent.Attachment{}, fmt.Errorf("path %q is not a regular file", a.Path)
+	case errors.As(err, &tooLarge):
+		return agent.Attachment{}, fmt.Errorf("file %q is %d bytes, over the %d byte limit", a.Path, tooLarge.Size, MaxFileAttachment)
+	case errors.Is(err, fs.ErrNotExist):
+		return agent.Attachment{}, fmt.Errorf("path %q does not exist", a.Path)
+	case err != nil:
 		return agent.Attachment{}, err
 	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return agent.Attachment{}, fmt.Errorf("path %q does not exist", a.Path)
-	}
-	if !fi.Mode().IsRegular() {
-		return agent.Attachment{}, fmt.Errorf("path %q is not a regular file", a.Path)
-	}
-	if fi.Size() > MaxFileAttachment {
-		return agent.Attachment{}, fmt.Errorf("file %q is %d bytes, over the %d byte limit", a.Path, fi.Size(), MaxFileAttachment)
-	}
-	data, err := os.ReadFile(abs)
-	if err != nil {
-		return agent.Attachment{}, fmt.Errorf("read %q: %v", a.Path, err)
-	}
-	rel, _ := filepath.Rel(root, abs)
 	name := a.DisplayName
 	if name == "" {
-		name = filepath.Base(abs)
+		name = path.Base(rel)
 	}
 	mime := http.DetectContentType(data)
 	part := proto.Part{Type: proto.PartAttachment, Kind: "file", Path: rel, DisplayName: name, Size: int64(len(data))}
@@ -107,7 +121,7 @@ func fileAttachment(root string, a proto.Attachment) (agent.Attachment, error) {
 		text = strings.Join(lines[r.Start-1:min(r.End, len(lines))], "")
 		label = fmt.Sprintf("%s (lines %d-%d)", rel, r.Start, min(r.End, len(lines)))
 	}
-	return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached file %s:\n```\n%s\n```", label, strings.TrimSuffix(text, "\n"))}, nil
+	return agent.Attachment{Part: part, Text: attachedText("Attached file "+label+":", text)}, nil
 }
 
 func blobAttachment(a proto.Attachment) (agent.Attachment, error) {
@@ -148,7 +162,20 @@ func blobAttachment(a proto.Attachment) (agent.Attachment, error) {
 		if bytes.IndexByte(data, 0) >= 0 {
 			return agent.Attachment{}, fmt.Errorf("blob of type %s contains binary data", mt)
 		}
-		return agent.Attachment{Part: part, Text: fmt.Sprintf("Attached %s (%s):\n```\n%s\n```", name, mt, strings.TrimSuffix(string(data), "\n"))}, nil
+		return agent.Attachment{Part: part, Text: attachedText(fmt.Sprintf("Attached %s (%s):", name, mt), string(data))}, nil
 	}
 	return agent.Attachment{}, fmt.Errorf("mime_type %q is not supported: send images (png, jpeg, gif, webp) or text", a.MimeType)
+}
+
+// attachedText is how an attachment's text reaches the model: a heading, then
+// the text fenced. It is built at its final size, as attachments are large.
+func attachedText(heading, text string) string {
+	text = strings.TrimSuffix(text, "\n")
+	var b strings.Builder
+	b.Grow(len(heading) + len(text) + 10)
+	b.WriteString(heading)
+	b.WriteString("\n```\n")
+	b.WriteString(text)
+	b.WriteString("\n```")
+	return b.String()
 }

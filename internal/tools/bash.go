@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -87,15 +86,6 @@ func bashTimeout(t optInt) time.Duration {
 	return time.Duration(t.v) * time.Millisecond
 }
 
-// shellPath prefers bash, which models expect, and falls back to sh so that
-// minimal images still work.
-func shellPath() string {
-	if _, err := os.Stat("/bin/bash"); err == nil {
-		return "/bin/bash"
-	}
-	return "/bin/sh"
-}
-
 func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	var a bashArgs
 	if err := decodeArgs(args, &a, "command"); err != nil {
@@ -104,10 +94,12 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if strings.TrimSpace(a.Command) == "" {
 		return errorf("invalid arguments: command must not be empty")
 	}
-	root, err := env.Resolve("")
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
+	root := sp.dir
+	sp.Close()
 	if err := ctx.Err(); err != nil {
 		return errorf("command not started: %v", err)
 	}
@@ -126,20 +118,22 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	}
 	defer pr.Close()
 	// exec.Command rather than CommandContext: on cancel the whole group must
-	// be signalled, and CommandContext only kills the shell itself.
-	cmd := exec.Command(shellPath(), "-c", a.Command)
+	// be stopped, and CommandContext only kills the shell itself.
+	shell, shellArgs := shellCommand(a.Command)
+	cmd := exec.Command(shell, shellArgs...)
 	cmd.Dir = root
-	cmd.Stdin = nil // /dev/null
+	cmd.Stdin = nil // the null device
 	cmd.Stdout = pw
 	cmd.Stderr = pw // one pipe for both keeps their interleaving
 	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newGroup(cmd)
 	err = cmd.Start()
 	pw.Close() // the children hold their copies; ours would keep EOF away
 	if err != nil {
 		return errorf("starting command: %v", err)
 	}
-	pgid := cmd.Process.Pid // Setpgid makes the shell its group's leader
+	group := startedGroup(cmd)
+	defer group.release()
 
 	copied := make(chan struct{})
 	go func() {
@@ -155,14 +149,14 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	case waitErr = <-done:
 		// The shell is done; anything it left running in its group goes
 		// too, so nothing outlives the call unnoticed.
-		terminateGroup(pgid)
+		group.terminate()
 	case <-tctx.Done():
 		if ctx.Err() != nil {
 			stopped = "command canceled; its process group was killed"
 		} else {
 			stopped = fmt.Sprintf("command timed out after %s; its process group was killed", timeout)
 		}
-		terminateGroup(pgid)
+		group.terminate()
 		select {
 		case waitErr = <-done:
 		case <-time.After(bashReapWait):
@@ -192,11 +186,7 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		case errors.As(waitErr, &ee) && ee.Exited():
 			notes = append(notes, fmt.Sprintf("exit code: %d", ee.ExitCode()))
 		case errors.As(waitErr, &ee):
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				notes = append(notes, fmt.Sprintf("killed by signal: %v", ws.Signal()))
-			} else {
-				notes = append(notes, waitErr.Error())
-			}
+			notes = append(notes, exitNote(ee))
 		default:
 			notes = append(notes, waitErr.Error())
 		}
@@ -214,33 +204,6 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		text += "[" + n + "]"
 	}
 	return Result{Content: text, IsError: isErr}
-}
-
-// terminateGroup stops every process of the group: SIGTERM first so programs
-// can clean up, then SIGKILL after bashGrace for whatever is left (including
-// grandchildren that ignore SIGTERM).
-func terminateGroup(pgid int) {
-	if syscall.Kill(-pgid, syscall.SIGTERM) != nil {
-		return // ESRCH: the group is already gone
-	}
-	deadline := time.NewTimer(bashGrace)
-	defer deadline.Stop()
-	// Poll for the group to empty so a prompt exit does not pay the whole
-	// grace period; this affects only latency, never correctness, since
-	// SIGKILL follows regardless.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
-		case <-tick.C:
-			if syscall.Kill(-pgid, 0) != nil {
-				return
-			}
-		}
-	}
 }
 
 // headTail keeps the first head and the last tail bytes written and counts
@@ -302,6 +265,6 @@ func (h *headTail) String() string {
 	// Cutting may split a rune at either edge; ToValidUTF8 replaces the
 	// pieces rather than emit invalid UTF-8.
 	return strings.ToValidUTF8(string(h.head), "\uFFFD") +
-		fmt.Sprintf("\n[... output truncated: %d bytes omitted ...]\n", h.total-kept) +
+		fmt.Sprintf("\n[... output truncated: %d bytes omitted; to read all of it, redirect the command's output to a file and read that with view (offset, limit) ...]\n", h.total-kept) +
 		strings.ToValidUTF8(string(tail), "\uFFFD")
 }

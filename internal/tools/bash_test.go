@@ -245,7 +245,7 @@ func TestHeadTail(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, len(s), n)
 	}
-	require.Equal(t, "abcd\n[... output truncated: 11 bytes omitted ...]\npqrs", h.String())
+	require.Equal(t, "abcd\n[... output truncated: 11 bytes omitted; to read all of it, redirect the command's output to a file and read that with view (offset, limit) ...]\npqrs", h.String())
 
 	h = newHeadTail(4, 4)
 	_, _ = h.Write([]byte("abcdefg"))

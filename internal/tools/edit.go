@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -49,20 +47,25 @@ func (editTool) Summary(env Env, args json.RawMessage) (string, map[string]any) 
 	if err := decodeArgs(args, &a, "path", "old_string", "new_string"); err != nil {
 		return invalidSummary("edit", args, err)
 	}
-	rel, err := env.displayPath(a.Path)
+	rel := a.Path
 	d := map[string]any{"path": rel}
-	if err != nil {
-		d["error"] = err.Error()
-		d["diff"] = unifiedDiff(rel, a.OldString, a.NewString)
-		return "Edit " + rel, d
-	}
-	abs, _ := env.Resolve(a.Path)
-	plan, err := planEdit(abs, rel, a)
+	plan, err := func() (editPlan, error) {
+		sp, err := env.open()
+		if err != nil {
+			return editPlan{}, err
+		}
+		defer sp.Close()
+		if rel, err = sp.resolve(a.Path); err != nil {
+			return editPlan{}, err
+		}
+		d["path"] = rel
+		return planEdit(sp, rel, a)
+	}()
 	if err != nil {
 		// Still show what the model wants to change; the run will fail the
 		// same way and tell the model why.
 		d["error"] = err.Error()
-		d["diff"] = unifiedDiff(rel, a.OldString, a.NewString)
+		d["diff"] = fragmentDiff(rel, a.OldString, a.NewString)
 		return "Edit " + rel, d
 	}
 	d["diff"] = unifiedDiff(rel, plan.before, plan.after)
@@ -81,31 +84,34 @@ func (editTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if a.Path == "" {
 		return errorf("invalid arguments: path must not be empty")
 	}
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
-	plan, err := planEdit(abs, rel, a)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	plan, err := planEdit(sp, rel, a)
 	if err != nil {
 		return errorf("%v", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return errorf("edit canceled before writing: %v", err)
 	}
-	if plan.create {
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return errorf("creating parent directories of %s: %v", rel, err)
-		}
-	}
-	if err := os.WriteFile(abs, []byte(plan.after), 0o644); err != nil {
-		return errorf("writing %s: %v", rel, err)
+	if err := sp.writeFile(rel, []byte(plan.after)); err != nil {
+		return errorf("%v", err)
 	}
 	if plan.create {
 		return Result{Content: fmt.Sprintf("Created %s (%d bytes).", rel, len(plan.after))}
 	}
 	return Result{Content: fmt.Sprintf("Edited %s: replaced 1 occurrence at line %d.", rel, plan.line)}
 }
+
+// editMaxFile bounds the file edit reads whole; a larger one is better
+// changed with a command than held in memory twice.
+const editMaxFile = 10 << 20
 
 // editPlan is the outcome of an edit computed without writing anything, so
 // that Summary can preview exactly what Run will do.
@@ -115,24 +121,14 @@ type editPlan struct {
 	line          int // 1-based line where the replacement starts
 }
 
-func planEdit(abs, rel string, a editArgs) (editPlan, error) {
-	fi, err := os.Stat(abs)
+func planEdit(sp *space, rel string, a editArgs) (editPlan, error) {
+	data, err := sp.readFile(rel, editMaxFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		if a.OldString != "" {
 			return editPlan{}, fmt.Errorf("file not found: %s (to create a file, use an empty old_string or the write tool)", rel)
 		}
 		return editPlan{after: a.NewString, create: true, line: 1}, nil
 	}
-	if err != nil {
-		return editPlan{}, err
-	}
-	if fi.IsDir() {
-		return editPlan{}, fmt.Errorf("%s is a directory, not a file", rel)
-	}
-	if !fi.Mode().IsRegular() {
-		return editPlan{}, fmt.Errorf("%s is not a regular file", rel)
-	}
-	data, err := os.ReadFile(abs)
 	if err != nil {
 		return editPlan{}, err
 	}

@@ -6,20 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
-const (
-	globMaxResults = 1000
-	// walkMaxEntries stops a walk of an enormous tree (a checked-in
-	// node_modules, say) so that a search returns in reasonable time; the
-	// model is told and can narrow the path.
-	walkMaxEntries = 200_000
-)
+const globMaxResults = 1000
 
 type globTool struct{}
 
@@ -32,9 +24,9 @@ func (globTool) Name() string { return "glob" }
 
 func (globTool) Description() string {
 	return `Find files by name pattern. Returns matching file paths relative to the workspace root, sorted, one per line.
-- pattern: a glob matched against paths relative to path. "*" matches within one path segment, "**" matches any number of directories (including none), "?" one character, "[abc]" a class, "{a,b}" alternatives. Examples: "**/*.go", "src/**/*_test.{ts,tsx}", "cmd/*/main.go".
+- pattern: a glob matched against paths relative to path. "*" matches within one path segment, "**" matches any number of directories (including none), "?" one character, "[abc]" a class, "{a,b}" alternatives, "\" escapes. Examples: "**/*.go", "src/**/*_test.{ts,tsx}", "cmd/*/main.go".
 - path: directory to search, relative to the workspace root or absolute inside it; defaults to the root.
-- Only files are listed (use ls for directories). ".git" directories are skipped unless the pattern names them. At most 1000 results are shown.`
+- Only files are listed (use ls for directories). What the workspace's .gitignore files ignore, and ".git", are skipped unless path (or the pattern's leading directories) names them. At most 1000 results are shown.`
 }
 
 func (globTool) Schema() json.RawMessage {
@@ -72,215 +64,94 @@ func (globTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if a.Pattern == "" {
 		return errorf("invalid arguments: pattern must not be empty")
 	}
-	root, err := env.Resolve("")
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	searchAbs, err := env.Resolve(a.Path)
+	defer sp.Close()
+	search, err := sp.resolve(a.Path)
 	if err != nil {
 		return resolveErr(err)
 	}
-	if fi, err := os.Stat(searchAbs); err != nil || !fi.IsDir() {
+	if fi, err := sp.root.Stat(osPath(search)); err != nil || !fi.IsDir() {
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return errorf("not a directory: %s", relTo(root, searchAbs))
+			return errorf("not a directory: %s", search)
 		}
+		return resolveErr(pathErr(search, err))
+	}
+
+	pat := filepath.ToSlash(a.Pattern)
+	if filepath.IsAbs(filepath.FromSlash(pat)) {
+		// An absolute pattern names its directory itself.
+		rest, ok := "", false
+		for _, base := range []string{sp.dir, sp.given} {
+			if rest, ok = cutAbsPrefix(pat, filepath.ToSlash(base)); ok {
+				break
+			}
+		}
+		if !ok {
+			return resolveErr(outside(a.Pattern))
+		}
+		search, pat = ".", rest
+	}
+	// Leading literal segments go into the directory to walk: that prunes
+	// the walk, and a ".." in them is resolved (and confined) like a path.
+	prefix, rest := literalPrefix(pat)
+	g, err := compileGlob("glob pattern", rest)
+	if err != nil {
 		return errorf("%v", err)
+	}
+	base := search
+	if prefix != "" {
+		// Not cleaned: "link/.." must follow the link first, as resolve
+		// does.
+		if base, err = sp.resolve(joinRel(search, prefix)); err != nil {
+			return resolveErr(err)
+		}
+	}
+	if fi, err := sp.root.Stat(osPath(base)); err != nil || !fi.IsDir() {
+		return Result{Content: "No files matched."} // a literal prefix that does not exist
 	}
 
 	var matches []string
-	var visited int
-	var stopped bool
-	for _, pat := range expandBraces(a.Pattern) {
-		// Literal leading segments go into the directory to walk: it both
-		// prunes the walk and lets an absolute pattern work.
-		base := searchAbs
-		if filepath.IsAbs(pat) {
-			base = "/"
-		}
-		segs := splitPattern(pat)
-		for len(segs) > 1 && !hasMeta(segs[0]) {
-			// Not filepath.Join: cleaning "link/.." lexically would
-			// disagree with Resolve, which follows the link first.
-			base = base + "/" + segs[0]
-			segs = segs[1:]
-		}
-		for _, s := range segs {
-			if _, err := path.Match(s, ""); err != nil {
-				return errorf("invalid glob pattern %q: %v", a.Pattern, err)
-			}
-		}
-		baseAbs, err := env.Resolve(base)
-		if err != nil {
-			return resolveErr(err)
-		}
-		if fi, err := os.Stat(baseAbs); err != nil || !fi.IsDir() {
-			continue // a literal prefix that does not exist matches nothing
-		}
-		skipGit := !strings.Contains(pat, ".git")
-		err = filepath.WalkDir(baseAbs, func(p string, d fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if visited++; visited > walkMaxEntries {
-				stopped = true
-				return filepath.SkipAll
-			}
-			if err != nil || p == baseAbs {
-				return nil // unreadable entries are skipped, not fatal
-			}
-			name := strings.Split(relTo(baseAbs, p), "/")
-			if d.IsDir() {
-				if (skipGit && d.Name() == ".git") || !canDescend(segs, name) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if matchSegments(segs, name) {
-				matches = append(matches, relTo(root, p))
+	w := &walker{ctx: ctx, sp: sp, ign: sp.ignoreRulesFor(base)}
+	if strings.Contains(rest, gitDir) {
+		w.ign.keepGit = true
+	}
+	err = w.walk(base, func(e walkEntry) error {
+		if e.isDir() {
+			if !g.mayContain(e.sub) {
+				return fs.SkipDir
 			}
 			return nil
-		})
-		if err != nil && ctx.Err() != nil {
-			return errorf("glob canceled: %v", ctx.Err())
 		}
+		if g.match(e.sub) {
+			matches = append(matches, e.rel)
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return errorf("glob canceled: %v", ctx.Err())
+	}
+	if err != nil {
+		return resolveErr(err)
 	}
 
 	slices.Sort(matches)
-	matches = slices.Compact(matches) // brace alternatives may overlap
 	if len(matches) == 0 {
 		msg := "No files matched."
-		if stopped {
+		if w.stopped {
 			msg += fmt.Sprintf(" [search stopped after %d entries; narrow path or pattern]", walkMaxEntries)
 		}
-		return Result{Content: msg}
+		return Result{Content: msg + hiddenNote(w.ign)}
 	}
 	shown := matches[:min(len(matches), globMaxResults)]
 	out := strings.Join(shown, "\n")
 	if len(matches) > len(shown) {
 		out += fmt.Sprintf("\n[results truncated: showed %d of %d matches; narrow the pattern or path]", len(shown), len(matches))
 	}
-	if stopped {
+	if w.stopped {
 		out += fmt.Sprintf("\n[search stopped after %d entries; results are incomplete: narrow the path or pattern]", walkMaxEntries)
 	}
 	return Result{Content: capContent(out)}
-}
-
-func splitPattern(p string) []string {
-	var segs []string
-	for _, s := range strings.Split(p, "/") {
-		if s == "" || s == "." {
-			continue
-		}
-		// "**/**" means the same as "**", and collapsing keeps matching linear.
-		if s == "**" && len(segs) > 0 && segs[len(segs)-1] == "**" {
-			continue
-		}
-		segs = append(segs, s)
-	}
-	return segs
-}
-
-func hasMeta(seg string) bool { return strings.ContainsAny(seg, `*?[\`) }
-
-// matchSegments matches path segments against pattern segments, where "**"
-// stands for any number of whole segments.
-func matchSegments(pat, name []string) bool {
-	if len(pat) == 0 {
-		return len(name) == 0
-	}
-	if pat[0] == "**" {
-		for i := 0; i <= len(name); i++ {
-			if matchSegments(pat[1:], name[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(name) == 0 {
-		return false
-	}
-	ok, _ := path.Match(pat[0], name[0])
-	return ok && matchSegments(pat[1:], name[1:])
-}
-
-// canDescend reports whether some path below the directory dir could still
-// match pat, so that walks skip subtrees that cannot.
-func canDescend(pat, dir []string) bool {
-	if len(dir) == 0 {
-		return len(pat) > 0
-	}
-	if len(pat) == 0 {
-		return false
-	}
-	if pat[0] == "**" {
-		return true
-	}
-	ok, _ := path.Match(pat[0], dir[0])
-	return ok && canDescend(pat[1:], dir[1:])
-}
-
-// maxBraceExpansions bounds "{a,b}{c,d}..." so that a hostile pattern cannot
-// multiply into millions of walks.
-const maxBraceExpansions = 64
-
-// expandBraces expands shell-style alternatives, "*.{go,mod}" into "*.go" and
-// "*.mod", which path.Match does not understand but models habitually write.
-func expandBraces(p string) []string {
-	out := []string{p}
-	for range maxBraceExpansions {
-		var next []string
-		changed := false
-		for _, s := range out {
-			alts, ok := expandFirstBrace(s)
-			if !ok {
-				next = append(next, s)
-				continue
-			}
-			changed = true
-			next = append(next, alts...)
-		}
-		if len(next) > maxBraceExpansions {
-			return out
-		}
-		out = next
-		if !changed {
-			break
-		}
-	}
-	return out
-}
-
-// expandFirstBrace expands the first balanced "{...}" group holding a comma.
-func expandFirstBrace(s string) ([]string, bool) {
-	for start := 0; start < len(s); start++ {
-		if s[start] != '{' {
-			continue
-		}
-		depth, commas := 0, []int{}
-		for i := start; i < len(s); i++ {
-			switch s[i] {
-			case '{':
-				depth++
-			case ',':
-				if depth == 1 {
-					commas = append(commas, i)
-				}
-			case '}':
-				depth--
-				if depth == 0 {
-					if len(commas) == 0 {
-						i = len(s) // "{x}" is literal; look for a later group
-						break
-					}
-					bounds := append(append([]int{start}, commas...), i)
-					var alts []string
-					for k := 0; k+1 < len(bounds); k++ {
-						alts = append(alts, s[:start]+s[bounds[k]+1:bounds[k+1]]+s[i+1:])
-					}
-					return alts, true
-				}
-			}
-		}
-	}
-	return nil, false
 }

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,7 +38,7 @@ func (grepTool) Description() string {
 - pattern: Go (RE2) regular expression, matched per line. Use (?i) for case-insensitive; escape regex characters such as ( [ . * to match them literally.
 - path: file or directory to search, relative to the workspace root or absolute inside it; defaults to the root.
 - include: optional glob on file names, e.g. "*.go" or "*.{ts,tsx}" (a pattern with "/" is matched against the path below path, and may use "**").
-- Binary files, files over 10 MB and ".git" directories are skipped. Long lines are shortened around the match. At most 1000 matches are shown; narrow the pattern, path or include when the output is truncated.`
+- Binary files, files over 10 MB, what the workspace's .gitignore files ignore and ".git" are skipped, unless path names them. Long lines are shortened around the match. At most 1000 matches are shown; narrow the pattern, path or include when the output is truncated.`
 }
 
 func (grepTool) Schema() json.RawMessage {
@@ -84,96 +84,94 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if err != nil {
 		return errorf("invalid regular expression %q: %v", a.Pattern, err)
 	}
-	var includes [][]string
+	var include *globPattern
 	if a.Include != "" {
-		for _, inc := range expandBraces(a.Include) {
-			segs := splitPattern(inc)
-			for _, s := range segs {
-				if _, err := path.Match(s, ""); err != nil {
-					return errorf("invalid include glob %q: %v", a.Include, err)
-				}
-			}
-			includes = append(includes, segs)
+		g, err := compileGlob("include glob", filepath.ToSlash(a.Include))
+		if err != nil {
+			return errorf("%v", err)
 		}
+		include = &g
 	}
-	root, err := env.Resolve("")
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	searchAbs, err := env.Resolve(a.Path)
+	defer sp.Close()
+	search, err := sp.resolve(a.Path)
 	if err != nil {
 		return resolveErr(err)
 	}
-	fi, err := os.Stat(searchAbs)
+	fi, err := sp.root.Stat(osPath(search))
 	if errors.Is(err, fs.ErrNotExist) {
-		return errorf("path not found: %s", relTo(root, searchAbs))
+		return errorf("path not found: %s", search)
 	}
 	if err != nil {
-		return errorf("%v", err)
+		return resolveErr(pathErr(search, err))
 	}
 
-	g := &grepper{re: re, root: root}
+	g := &grepper{ctx: ctx, re: re}
+	w := &walker{ctx: ctx, sp: sp, ign: sp.ignoreRulesFor(search)}
 	if !fi.IsDir() {
 		// A file named outright is searched whatever include says.
-		if !fi.Mode().IsRegular() {
-			return errorf("%s is not a regular file", relTo(root, searchAbs))
+		f, _, err := sp.openRead(search)
+		if err != nil {
+			return errorf("%v", err)
 		}
-		g.file(searchAbs, searchAbs)
+		g.file(f, search)
+		f.Close()
+		if ctx.Err() != nil {
+			return errorf("grep canceled: %v", ctx.Err())
+		}
 	} else {
-		err = filepath.WalkDir(searchAbs, func(p string, d fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if g.visited++; g.visited > walkMaxEntries {
-				g.stopped = true
-				return filepath.SkipAll
-			}
-			if err != nil {
-				return nil // unreadable entries are skipped, not fatal
-			}
-			if d.IsDir() {
-				if d.Name() == ".git" && p != searchAbs {
-					return filepath.SkipDir
-				}
+		err = w.walk(search, func(e walkEntry) error {
+			if e.isDir() {
 				return nil
 			}
-			if len(includes) > 0 && !includeMatch(includes, relTo(searchAbs, p)) {
+			if include != nil && !includeMatch(*include, e.sub, e.name) {
 				return nil
 			}
-			target := p
+			var f *os.File
 			switch {
-			case d.Type().IsRegular():
-			case d.Type()&fs.ModeSymlink != 0:
-				// Follow a link only to a regular file inside the
-				// workspace; directories are not followed, which also
-				// avoids link cycles.
-				t, err := env.Resolve(p)
+			case e.typ.IsRegular():
+				f, err = e.parent.OpenFile(e.name, os.O_RDONLY|openNonblock, 0)
 				if err != nil {
 					return nil
 				}
-				if tfi, err := os.Stat(t); err != nil || !tfi.Mode().IsRegular() {
+			case e.typ&fs.ModeSymlink != 0:
+				// Follow a link only to a regular file inside the
+				// workspace; directories are not followed, which also
+				// avoids link cycles.
+				target, err := sp.resolve(e.rel)
+				if err != nil {
 					return nil
 				}
-				target = t
+				if f, _, err = sp.openRead(target); err != nil {
+					return nil
+				}
 			default:
 				return nil // FIFOs and devices could block or never end
 			}
-			if g.file(p, target) {
-				return filepath.SkipAll
+			defer f.Close()
+			if g.file(f, e.rel) {
+				return fs.SkipAll
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return errorf("grep canceled: %v", ctx.Err())
 		}
+		if err != nil {
+			return resolveErr(err)
+		}
 	}
+	g.stopped = w.stopped
 
 	if g.matches == 0 {
 		msg := "No matches found."
 		if g.stopped {
 			msg += fmt.Sprintf(" [search stopped after %d entries; narrow the path]", walkMaxEntries)
 		}
-		return Result{Content: msg}
+		return Result{Content: msg + hiddenNote(w.ign)}
 	}
 	out := strings.TrimSuffix(g.out.String(), "\n")
 	switch {
@@ -185,46 +183,40 @@ func (grepTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	return Result{Content: capContent(out)}
 }
 
-func includeMatch(includes [][]string, rel string) bool {
-	name := strings.Split(rel, "/")
-	for _, inc := range includes {
-		if len(inc) == 1 {
-			if ok, _ := path.Match(inc[0], name[len(name)-1]); ok {
-				return true
-			}
-			continue
-		}
-		if matchSegments(inc, name) {
-			return true
-		}
+// includeMatch applies grep's include: a pattern without "/" is matched
+// against the file name, one with "/" against the path below the search.
+func includeMatch(g globPattern, sub, name string) bool {
+	if !strings.Contains(g.pattern, "/") {
+		return g.match(name)
 	}
-	return false
+	return g.match(sub)
 }
 
 // grepper accumulates the output of one grep call.
 type grepper struct {
+	ctx     context.Context
 	re      *regexp.Regexp
-	root    string
 	out     strings.Builder
 	matches int
-	visited int
-	stopped bool // the walk hit walkMaxEntries
+	stopped bool // the walk saw only part of the tree
 	full    bool // the output hit its bounds
 }
 
-// file searches one file, shown as shown and read from target (they differ
-// for a symlink). It reports whether the output is full.
-func (g *grepper) file(shown, target string) bool {
-	fi, err := os.Stat(target)
-	if err != nil || fi.Size() > grepMaxFileSize {
+// file searches one open file, shown as rel. It reports whether the output
+// is full (or the call canceled), so the walk can stop.
+func (g *grepper) file(f *os.File, rel string) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > grepMaxFileSize {
 		return false
 	}
-	data, err := os.ReadFile(target)
+	data, err := io.ReadAll(io.LimitReader(f, grepMaxFileSize))
 	if err != nil || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 		return false
 	}
-	rel := relTo(g.root, shown)
 	for n := 1; len(data) > 0; n++ {
+		if n%1024 == 0 && g.ctx.Err() != nil {
+			return true
+		}
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -27,6 +26,7 @@ func (lsTool) Name() string { return "ls" }
 func (lsTool) Description() string {
 	return `List one directory of the workspace (not recursive). Entries are sorted by name, one per line; directories end with "/", symbolic links are shown as "name -> target".
 - path: directory relative to the workspace root, or absolute inside it; defaults to the root.
+- What the workspace's .gitignore files ignore, and ".git", are not listed (a note says how many); give such a directory as path to list it.
 - At most 1000 entries are shown. To find files by name across directories use glob; to search contents use grep.`
 }
 
@@ -60,45 +60,65 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if err := decodeArgs(args, &a); err != nil {
 		return errorf("%v", err)
 	}
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
-	fi, err := os.Stat(abs)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	// Opened, then checked: what is listed is what was checked.
+	d, err := sp.root.OpenFile(osPath(rel), os.O_RDONLY|openNonblock, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errorf("directory not found: %s", rel)
 	case err != nil:
-		return errorf("%v", err)
-	case !fi.IsDir():
-		return errorf("%s is a file, not a directory; use view to read it", rel)
-	}
-	// os.ReadDir would read and sort every entry; reading in batches keeps a
-	// huge directory from costing unbounded memory.
-	d, err := os.Open(abs)
-	if err != nil {
-		return errorf("%v", err)
+		return resolveErr(pathErr(rel, err))
 	}
 	defer d.Close()
+	if fi, err := d.Stat(); err != nil {
+		return resolveErr(pathErr(rel, err))
+	} else if !fi.IsDir() {
+		return errorf("%s is a file, not a directory; use view to read it", rel)
+	}
+	ign := sp.ignoreRulesFor(rel)
+	var parts []string
+	if rel != "." {
+		parts = strings.Split(rel, "/")
+	}
+	ign.load(sp.root, osPath(joinRel(rel, gitignoreName)), parts)
+	// os.ReadDir would read and sort every entry; reading in batches keeps a
+	// huge directory from costing unbounded memory.
 	var names []string
 	var total int
 	for {
 		if err := ctx.Err(); err != nil {
 			return errorf("ls canceled: %v", err)
 		}
-		batch, err := d.ReadDir(1024)
+		batch, err := d.ReadDir(readDirBatch)
 		for _, e := range batch {
+			if ign.skip(append(parts[:len(parts):len(parts)], e.Name()), e.IsDir()) {
+				continue
+			}
 			total++
 			if len(names) < 50*lsMaxEntries {
-				names = append(names, entryName(abs, e))
+				names = append(names, entryName(sp, rel, e))
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
+	hidden := ""
+	if ign.hidden > 0 {
+		hidden = fmt.Sprintf("[%d entries ignored by .gitignore not shown; give one as path to list it]", ign.hidden)
+	}
 	if total == 0 {
+		if hidden != "" {
+			return Result{Content: fmt.Sprintf("(no entries shown in %s)\n%s", rel, hidden)}
+		}
 		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
 	}
 	sortByName(names)
@@ -107,18 +127,21 @@ func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if total > len(shown) {
 		out += fmt.Sprintf("\n[listing truncated: showed %d of %d entries; use glob with a pattern to narrow it]", len(shown), total)
 	}
+	if hidden != "" {
+		out += "\n" + hidden
+	}
 	return Result{Content: capContent(out)}
 }
 
 // entryName renders one directory entry. A symlink's target is shown rather
 // than followed: following it could reveal things outside the workspace.
-func entryName(dir string, e fs.DirEntry) string {
+func entryName(sp *space, dir string, e fs.DirEntry) string {
 	name := e.Name()
 	switch {
 	case e.IsDir():
 		return name + "/"
 	case e.Type()&fs.ModeSymlink != 0:
-		if t, err := os.Readlink(filepath.Join(dir, name)); err == nil {
+		if t, err := sp.root.Readlink(osPath(joinRel(dir, name))); err == nil {
 			return name + " -> " + t
 		}
 	}

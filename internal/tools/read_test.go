@@ -172,13 +172,19 @@ func TestGlobBounded(t *testing.T) {
 	require.Contains(t, lines[globMaxResults], fmt.Sprintf("of %d", globMaxResults+10))
 }
 
-func TestExpandBraces(t *testing.T) {
-	require.Equal(t, []string{"*.go"}, expandBraces("*.go"))
-	require.Equal(t, []string{"*.ts", "*.tsx"}, expandBraces("*.{ts,tsx}"))
-	require.Equal(t, []string{"a/x.c", "a/x.h", "b/x.c", "b/x.h"}, expandBraces("{a,b}/x.{c,h}"))
-	require.Equal(t, []string{"{x}.go"}, expandBraces("{x}.go"))
-	require.Equal(t, []string{"a", "b1", "b2"}, expandBraces("{a,b{1,2}}"))
-	require.LessOrEqual(t, len(expandBraces(strings.Repeat("{a,b}", 20))), maxBraceExpansions)
+func TestGlobAlternativesBounded(t *testing.T) {
+	require.Equal(t, 1, alternatives("*.go"))
+	require.Equal(t, 2, alternatives("*.{ts,tsx}"))
+	require.Equal(t, 4, alternatives("{a,b}/x.{c,h}"))
+	require.Equal(t, 1, alternatives("{x}.go"))
+	require.Equal(t, 3, alternatives("{a,b{1,2}}"))
+	require.Equal(t, 1, alternatives(`\{a,b}`))
+	require.Equal(t, altCap, alternatives(strings.Repeat("{a,b}", 40)))
+
+	env := newEnv(t)
+	requireErr(t, run(t, env, "glob", map[string]any{"pattern": strings.Repeat("{a,b}", 7)}), "alternatives")
+	requireErr(t, run(t, env, "glob", map[string]any{"pattern": strings.Repeat("*", globMaxPattern+1)}), "byte limit")
+	requireErr(t, run(t, env, "grep", map[string]any{"pattern": "x", "include": strings.Repeat("{a,b}", 7)}), "alternatives")
 }
 
 func TestGrep(t *testing.T) {

@@ -17,20 +17,23 @@ func TestResolve(t *testing.T) {
 	require.NoError(t, os.Symlink(out, filepath.Join(env.Root, "outlink")))
 	require.NoError(t, os.Symlink(filepath.Join(out, "missing"), filepath.Join(env.Root, "dangling")))
 	require.NoError(t, os.Symlink("loop", filepath.Join(env.Root, "loop")))
+	// An absolute link inside the workspace is followed, though os.Root
+	// alone would refuse it.
+	require.NoError(t, os.Symlink(filepath.Join(env.Root, "real"), filepath.Join(env.Root, "abslink")))
 
 	ok := map[string]string{
-		"":                   env.Root,
-		".":                  env.Root,
-		"a/b.txt":            filepath.Join(env.Root, "a/b.txt"),
-		"./a//b.txt":         filepath.Join(env.Root, "a/b.txt"),
-		"a/../a/b.txt":       filepath.Join(env.Root, "a/b.txt"),
-		env.Root + "/a":      filepath.Join(env.Root, "a"),
-		"inlink/f.txt":       filepath.Join(env.Root, "real/f.txt"),
-		"new/dir/file.txt":   filepath.Join(env.Root, "new/dir/file.txt"),
-		"inlink/new/x":       filepath.Join(env.Root, "real/new/x"),
-		"missing/../a/b.txt": filepath.Join(env.Root, "a/b.txt"),
-		// Out through a link and back in: both temp dirs share a parent.
-		"outlink/../" + filepath.Base(env.Root) + "/a": filepath.Join(env.Root, "a"),
+		"":                            env.Root,
+		".":                           env.Root,
+		"a/b.txt":                     filepath.Join(env.Root, "a/b.txt"),
+		"./a//b.txt":                  filepath.Join(env.Root, "a/b.txt"),
+		"a/../a/b.txt":                filepath.Join(env.Root, "a/b.txt"),
+		env.Root + "/a":               filepath.Join(env.Root, "a"),
+		"inlink/f.txt":                filepath.Join(env.Root, "real/f.txt"),
+		"new/dir/file.txt":            filepath.Join(env.Root, "new/dir/file.txt"),
+		"inlink/new/x":                filepath.Join(env.Root, "real/new/x"),
+		"missing/../a/b.txt":          filepath.Join(env.Root, "a/b.txt"),
+		"abslink/f.txt":               filepath.Join(env.Root, "real/f.txt"),
+		env.Root + "//a/./x/../b.txt": filepath.Join(env.Root, "a/b.txt"),
 	}
 	for in, want := range ok {
 		got, err := env.Resolve(in)
@@ -49,6 +52,9 @@ func TestResolve(t *testing.T) {
 		"outlink/..", // ".." after a link applies to the link's target, as in the kernel
 		"dangling",   // writing here would create a file outside
 		"missing/../../x",
+		// Out through a link and back in is refused: a path may not leave
+		// the workspace on its way (both temp dirs share a parent).
+		"outlink/../" + filepath.Base(env.Root) + "/a",
 	}
 	for _, in := range bad {
 		_, err := env.Resolve(in)

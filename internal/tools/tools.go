@@ -1,6 +1,9 @@
 // Package tools implements the agent's built-in tools: reading (view, ls, glob,
 // grep), writing (edit, write) and running shell commands (bash), all confined
-// to one workspace directory.
+// to one workspace directory. The file tools reach files only through an
+// os.Root opened on the workspace for each call, so no path leaves it, even
+// while another process swaps directories for symlinks; every walk and read
+// looks at the call's context, so a cancel stops any of them promptly.
 //
 // Every tool reports failures as an error Result rather than a Go error or a
 // panic, because the caller hands the result straight back to the model, which
@@ -20,8 +23,9 @@ import (
 
 // Env is what a tool call may touch.
 type Env struct {
-	// Root is the workspace root, absolute and symlink-resolved. Every path a
-	// tool reads or writes must resolve to Root or below it.
+	// Root is the workspace root, an absolute path. Every path a tool reads
+	// or writes is Root or below it; the model names them relative to Root
+	// or absolute (in either Root's spelling or its symlink-resolved one).
 	Root string
 }
 
@@ -70,9 +74,12 @@ func Builtins() []Tool {
 	return []Tool{viewTool{}, lsTool{}, globTool{}, grepTool{}, editTool{}, writeTool{}, bashTool{}}
 }
 
-// maxOutput bounds the content of any one result. Roughly 30 kB is a few
-// thousand tokens: enough to be useful, small enough to leave room in the
-// model's context for many calls.
+// maxOutput bounds the content of any one result, notes included. Roughly
+// 30 kB is a few thousand tokens: enough to be useful, small enough to leave
+// room in the model's context for many calls. It stays well under the 64 KiB
+// at which the agent cuts any tool result (contract section 7), so a
+// built-in tool's own note, which says what was cut and how to read on, is
+// the one the model sees.
 const maxOutput = 30_000
 
 func errorf(format string, args ...any) Result {
@@ -151,7 +158,7 @@ func capContent(s string) string {
 	if i := strings.LastIndexByte(cut, '\n'); i > maxOutput/2 {
 		cut = cut[:i+1]
 	}
-	return fmt.Sprintf("%s\n[output truncated: showed %d of %d bytes]", strings.TrimRight(cut, "\n"), len(cut), len(s))
+	return fmt.Sprintf("%s\n[output truncated: showed %d of %d bytes; narrow the request (path, pattern) to see the rest]", strings.TrimRight(cut, "\n"), len(cut), len(s))
 }
 
 // oneLine shortens s for a one-line summary: first line only, bounded length.

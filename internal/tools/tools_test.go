@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -129,22 +130,10 @@ func TestSummaries(t *testing.T) {
 	s, d = toolByName(t, "write").Summary(env, mustJSON(t, map[string]any{"path": "new/g.txt", "content": "hi\n"}))
 	require.Equal(t, "Create new/g.txt (3 bytes)", s)
 	require.Equal(t, true, d["new_file"])
-	require.Equal(t, "--- /dev/null\n+++ b/new/g.txt\n@@ -0,0 +1,1 @@\n+hi", d["diff"])
+	require.Equal(t, "--- /dev/null\n+++ b/new/g.txt\n@@ -0,0 +1 @@\n+hi", d["diff"])
 
 	_, d = toolByName(t, "write").Summary(env, mustJSON(t, map[string]any{"path": "../x", "content": "hi"}))
 	require.Contains(t, d["error"], "outside the workspace")
-}
-
-func TestUnifiedDiffBounded(t *testing.T) {
-	var before, after string
-	for i := range 1000 {
-		before += "line\n"
-		after += string(rune('a'+i%26)) + "\n"
-	}
-	d := unifiedDiff("f", before, after)
-	require.Contains(t, d, "[diff truncated:")
-	require.Less(t, len(d), diffMaxLines*(diffMaxLine+30))
-	require.Equal(t, "(no changes)", unifiedDiff("f", "x", "x"))
 }
 
 func TestReadSummaries(t *testing.T) {
@@ -186,5 +175,38 @@ func TestWalksStopOnCancel(t *testing.T) {
 	} {
 		r := toolByName(t, name).Run(ctx, env, json.RawMessage(args))
 		requireErr(t, r, "canceled")
+	}
+}
+
+// TestOutputsStayUnder64KiB drives each tool to its largest output: every
+// result stays within 64 KiB (the agent's cut for any tool result) and ends
+// with a note saying what was cut and how to read on.
+func TestOutputsStayUnder64KiB(t *testing.T) {
+	env := newEnv(t)
+	long := strings.Repeat("y", 5000)
+	var big strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&big, "%d %s NEEDLE\n", i, long)
+	}
+	writeFile(t, env, "big.txt", big.String())
+	for i := range 1500 {
+		writeFile(t, env, fmt.Sprintf("dir/%s%04d.txt", strings.Repeat("n", 200), i), "NEEDLE\n")
+	}
+	cases := []struct {
+		name string
+		args any
+		note string
+	}{
+		{"view", map[string]any{"path": "big.txt"}, "call view with offset="},
+		{"grep", map[string]any{"pattern": "NEEDLE"}, "results truncated"},
+		{"glob", map[string]any{"pattern": "**/*.txt"}, "narrow the request"},
+		{"ls", map[string]any{"path": "dir"}, "narrow the request"},
+		{"bash", map[string]any{"command": "head -c 1000000 /dev/zero | tr '\\0' x"}, "read that with view"},
+	}
+	for _, c := range cases {
+		r := run(t, env, c.name, c.args)
+		require.False(t, r.IsError, "%s: %s", c.name, r.Content[:min(200, len(r.Content))])
+		require.LessOrEqual(t, len(r.Content), 64<<10, c.name)
+		require.Contains(t, r.Content, c.note, c.name)
 	}
 }

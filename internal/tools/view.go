@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -92,19 +90,28 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		limit = a.Limit.v
 	}
 
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
-	f, err := openRegular(abs, rel)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
+	f, _, err := sp.openRead(rel)
 	if err != nil {
 		return errorf("%v", err)
 	}
 	defer f.Close()
 
-	r := bufio.NewReaderSize(f, 64*1024)
+	// Reads look at the context, so that one enormous line (a file of one
+	// line of gigabytes) does not keep a canceled call reading.
+	r := bufio.NewReaderSize(ctxReader{ctx, f}, 64*1024)
 	head, _ := r.Peek(sniffLen)
+	if err := ctx.Err(); err != nil {
+		return errorf("view canceled: %v", err)
+	}
 	if len(head) == 0 {
 		return Result{Content: fmt.Sprintf("(%s is empty)", rel)}
 	}
@@ -120,6 +127,9 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 			return errorf("view canceled: %v", err)
 		}
 		line, full, err := readLine(r, viewMaxLine)
+		if ctx.Err() != nil {
+			return errorf("view canceled: %v", ctx.Err())
+		}
 		if full == 0 && err != nil {
 			if !errors.Is(err, io.EOF) {
 				return errorf("reading %s: %v", rel, err)
@@ -164,26 +174,6 @@ func (viewTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	return Result{Content: strings.TrimSuffix(out.String(), "\n")}
 }
 
-// openRegular opens a file for reading, refusing directories and special
-// files: opening a FIFO would block the tool forever, and a device could be
-// endless.
-func openRegular(abs, rel string) (*os.File, error) {
-	fi, err := os.Stat(abs)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("file not found: %s", rel)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a file; use ls to list it", rel)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", rel)
-	}
-	return os.Open(abs)
-}
-
 // readLine reads the next line, keeping at most keep bytes of it so that a
 // huge line costs no memory, and reports the line's full length. The newline
 // (and a CR before it) is dropped. At the end of the input it returns
@@ -216,4 +206,17 @@ func readLine(r *bufio.Reader, keep int) (line []byte, full int, err error) {
 		}
 		return line, full, err
 	}
+}
+
+// ctxReader fails reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

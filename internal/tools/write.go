@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"syscall"
 )
 
-// writeMaxPreview bounds how much of an existing file Summary reads to build
-// its diff; past that the preview is not worth the memory.
-const writeMaxPreview = 1 << 20
+// writeMaxPreview bounds the existing file Summary reads to diff against the
+// new content; past that the diff is not worth the memory.
+const writeMaxPreview = 16 << 20
 
 type writeTool struct{}
 
@@ -48,26 +47,31 @@ func (writeTool) Summary(env Env, args json.RawMessage) (string, map[string]any)
 	if err := decodeArgs(args, &a, "path", "content"); err != nil {
 		return invalidSummary("write", args, err)
 	}
-	rel, err := env.displayPath(a.Path)
-	d := map[string]any{"path": rel, "bytes": len(a.Content)}
+	sp, err := env.open()
+	var rel string
+	if err == nil {
+		defer sp.Close()
+		rel, err = sp.resolve(a.Path)
+	}
 	if err != nil {
-		d["error"] = err.Error()
-		d["diff"] = unifiedDiff(rel, "", a.Content)
+		rel = a.Path
+		d := map[string]any{"path": rel, "bytes": len(a.Content), "error": err.Error(), "diff": unifiedDiff(rel, "", a.Content)}
 		return fmt.Sprintf("Write %s (%d bytes)", rel, len(a.Content)), d
 	}
-	abs, _ := env.Resolve(a.Path)
-	fi, err := os.Stat(abs)
+	d := map[string]any{"path": rel, "bytes": len(a.Content)}
+	old, err := sp.readFile(rel, writeMaxPreview)
+	var tooLarge *TooLargeError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d["new_file"] = true
 		d["diff"] = unifiedDiff(rel, "", a.Content)
 		return fmt.Sprintf("Create %s (%d bytes)", rel, len(a.Content)), d
-	case err == nil && fi.Mode().IsRegular() && fi.Size() <= writeMaxPreview:
-		if old, err := os.ReadFile(abs); err == nil {
-			d["diff"] = unifiedDiff(rel, string(old), a.Content)
-		}
+	case errors.As(err, &tooLarge):
+		d["diff"] = fmt.Sprintf("(%s is %d bytes, too large to compare; all of it is replaced by the %d bytes of content)", rel, tooLarge.Size, len(a.Content))
 	case err != nil:
 		d["error"] = err.Error()
+	default:
+		d["diff"] = unifiedDiff(rel, string(old), a.Content)
 	}
 	d["new_file"] = false
 	return fmt.Sprintf("Overwrite %s (%d bytes)", rel, len(a.Content)), d
@@ -81,13 +85,17 @@ func (writeTool) Run(ctx context.Context, env Env, args json.RawMessage) Result 
 	if a.Path == "" {
 		return errorf("invalid arguments: path must not be empty")
 	}
-	abs, err := env.Resolve(a.Path)
+	sp, err := env.open()
 	if err != nil {
 		return resolveErr(err)
 	}
-	rel := env.rel(abs)
+	defer sp.Close()
+	rel, err := sp.resolve(a.Path)
+	if err != nil {
+		return resolveErr(err)
+	}
 	existed := false
-	fi, err := os.Stat(abs)
+	fi, err := sp.root.Stat(osPath(rel))
 	switch {
 	case err == nil && fi.IsDir():
 		return errorf("%s is a directory; give a file path", rel)
@@ -96,19 +104,14 @@ func (writeTool) Run(ctx context.Context, env Env, args json.RawMessage) Result 
 		return errorf("%s is not a regular file", rel)
 	case err == nil:
 		existed = true
-	case !errors.Is(err, fs.ErrNotExist):
-		return errorf("%v", err)
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return resolveErr(pathErr(rel, err))
 	}
 	if err := ctx.Err(); err != nil {
 		return errorf("write canceled before writing: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return errorf("creating parent directories of %s: %v", rel, err)
-	}
-	// os.WriteFile keeps an existing file's mode: the 0644 applies only on
-	// creation, so an executable script stays executable.
-	if err := os.WriteFile(abs, []byte(a.Content), 0o644); err != nil {
-		return errorf("writing %s: %v", rel, err)
+	if err := sp.writeFile(rel, []byte(a.Content)); err != nil {
+		return errorf("%v", err)
 	}
 	if existed {
 		return Result{Content: fmt.Sprintf("Overwrote %s (%d bytes).", rel, len(a.Content))}
