@@ -42,19 +42,20 @@ const (
 	StatusStopped   = "stopped"
 )
 
-// Status is a server's state after a change.
+// Status is a server's state after a change. It encodes as the data of the
+// contract's mcp.server_status event.
 type Status struct {
 	// Server is the server's configured name.
-	Server string
+	Server string `json:"name"`
 	// SessionID is Options.SessionID: set for a session's own servers.
-	SessionID string
+	SessionID string `json:"session_id,omitempty"`
 	// Status is StatusStarting, StatusConnected, StatusFailed or StatusStopped.
-	Status string
+	Status string `json:"status"`
 	// Tools are the names offered to the model (mcp__NAME__TOOL), sorted;
-	// empty unless connected.
-	Tools []string
+	// empty (never nil) unless connected.
+	Tools []string `json:"tools"`
 	// Err says why the server failed.
-	Err string
+	Err string `json:"error,omitempty"`
 }
 
 // Reporter hears of every status change. Calls come from one goroutine, in

@@ -66,9 +66,16 @@ func TestStdioRoundTrip(t *testing.T) {
 
 	st := rec.statuses()
 	require.Len(t, st, 2)
-	assert.Equal(t, Status{Server: "t", Status: StatusStarting}, st[0])
+	assert.Equal(t, Status{Server: "t", Status: StatusStarting, Tools: []string{}}, st[0])
 	assert.Equal(t, Status{Server: "t", Status: StatusConnected, Tools: prefixed("t", allTools...)}, st[1])
 	assert.Equal(t, prefixed("t", allTools...), names(m.Tools()))
+	data, err := json.Marshal(st[1])
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name": "t", "status": "connected", "tools": `+mustJSON(t, prefixed("t", allTools...))+`}`, string(data),
+		"a Status is the data of mcp.server_status")
+	data, err = json.Marshal(Status{Server: "x", SessionID: "s1", Status: StatusFailed, Tools: []string{}, Err: "why"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name": "x", "session_id": "s1", "status": "failed", "tools": [], "error": "why"}`, string(data))
 	echo := m.Tools()[4]
 	assert.Equal(t, "t", echo.Server)
 	assert.Equal(t, "echo", echo.Remote)
@@ -102,9 +109,16 @@ func TestStdioRoundTrip(t *testing.T) {
 
 	require.NoError(t, m.Close())
 	last := rec.statuses()[len(rec.statuses())-1]
-	assert.Equal(t, Status{Server: "t", Status: StatusStopped}, last)
+	assert.Equal(t, Status{Server: "t", Status: StatusStopped, Tools: []string{}}, last)
 	assert.Empty(t, m.Tools())
 	assert.Equal(t, `MCP server t is not available (stopped); its tools cannot be called`, m.Call(ctx, "mcp__t__echo", nil).Content)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }
 
 func mustField(t *testing.T, obj json.RawMessage, key string) json.RawMessage {
@@ -438,10 +452,10 @@ func TestSplitName(t *testing.T) {
 
 func TestNeverStarted(t *testing.T) {
 	m := New(map[string]config.MCPServer{"a": testServer("serve", nil)}, Options{Dir: t.TempDir()})
-	assert.Equal(t, []Status{{Server: "a", Status: StatusStopped}}, m.Statuses())
+	assert.Equal(t, []Status{{Server: "a", Status: StatusStopped, Tools: []string{}}}, m.Statuses())
 	require.NoError(t, m.Wait(context.Background()))
 	require.NoError(t, m.Close())
 	m.Start() // after Close: nothing
-	assert.Equal(t, []Status{{Server: "a", Status: StatusStopped}}, m.Statuses())
+	assert.Equal(t, []Status{{Server: "a", Status: StatusStopped, Tools: []string{}}}, m.Statuses())
 	require.NoError(t, m.Close(), "Close is idempotent")
 }

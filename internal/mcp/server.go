@@ -58,14 +58,13 @@ func newServer(m *Manager, name string, spec config.MCPServer) *server {
 
 // statusLocked is the server's Status; s.mu is held.
 func (s *server) statusLocked() Status {
-	st := Status{Server: s.name, SessionID: s.m.opts.SessionID, Status: s.state, Err: s.err}
+	st := Status{Server: s.name, SessionID: s.m.opts.SessionID, Status: s.state, Tools: []string{}, Err: s.err}
 	if st.Status == "" {
 		st.Status = StatusStopped
 	}
 	if s.state == StatusConnected {
-		st.Tools = make([]string, len(s.tools))
-		for i, t := range s.tools {
-			st.Tools[i] = t.Name
+		for _, t := range s.tools {
+			st.Tools = append(st.Tools, t.Name)
 		}
 	}
 	return st

@@ -24,6 +24,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -60,6 +61,38 @@ type Call struct {
 	// (symlinks resolved, as the tool itself will use it), when HasPath.
 	Path    string
 	HasPath bool
+}
+
+// CallOf builds the Call of a tool call from its JSON arguments: a string
+// "command" is its command, a string "path" its path, which rel makes
+// workspace-relative (the path the tool will really use, symlinks resolved;
+// ok false when it is outside the workspace, and then only deny and ask
+// rules can match it). A nil rel keeps the path as given. Arguments that
+// are not a JSON object give a Call with neither.
+func CallOf(tool string, args json.RawMessage, rel func(string) (string, bool)) Call {
+	c := Call{Tool: tool}
+	var a struct {
+		Command *string `json:"command"`
+		Path    *string `json:"path"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return c
+	}
+	if a.Command != nil {
+		c.Command, c.HasCommand = *a.Command, true
+	}
+	if a.Path != nil {
+		c.Path, c.HasPath = *a.Path, true
+		if rel != nil {
+			if r, ok := rel(*a.Path); ok {
+				c.Path = r
+			} else {
+				// Outside: keep a form no allow rule accepts.
+				c.Path = "../" + strings.TrimPrefix(*a.Path, "/")
+			}
+		}
+	}
+	return c
 }
 
 // Match is the rule that decided a call.

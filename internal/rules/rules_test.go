@@ -257,3 +257,28 @@ func BenchmarkMatchPathological(b *testing.B) {
 		p.Match(text)
 	}
 }
+
+func TestCallOf(t *testing.T) {
+	rel := func(p string) (string, bool) {
+		switch p {
+		case "/ws/src/a.go", "src/a.go":
+			return "src/a.go", true
+		}
+		return "", false
+	}
+	assert.Equal(t, Call{Tool: "bash", Command: "git status", HasCommand: true},
+		CallOf("bash", []byte(`{"command": "git status", "timeout_ms": 5}`), rel))
+	assert.Equal(t, Call{Tool: "edit", Path: "src/a.go", HasPath: true},
+		CallOf("edit", []byte(`{"path": "/ws/src/a.go", "old_string": "a", "new_string": "b"}`), rel))
+	assert.Equal(t, Call{Tool: "view", Path: "../etc/passwd", HasPath: true},
+		CallOf("view", []byte(`{"path": "/etc/passwd"}`), rel), "outside: no allow rule can match it")
+	assert.Equal(t, Call{Tool: "view", Path: "x/y", HasPath: true}, CallOf("view", []byte(`{"path": "x/y"}`), nil))
+	assert.Equal(t, Call{Tool: "ls"}, CallOf("ls", []byte(`{}`), rel), "no path argument: path rules do not match")
+	assert.Equal(t, Call{Tool: "bash"}, CallOf("bash", []byte(`{"command": 3}`), rel))
+	assert.Equal(t, Call{Tool: "bash"}, CallOf("bash", []byte(`not json`), rel))
+
+	set, err := Compile([]Rule{{Tool: "view", Path: "*", Decision: Allow}, {Tool: "view", Path: "*", Decision: Deny}})
+	require.NoError(t, err)
+	m, _ := set.Decide(CallOf("view", []byte(`{"path": "/etc/passwd"}`), rel))
+	assert.Equal(t, Deny, m.Decision, "an allow rule never approves a path outside the workspace")
+}
