@@ -48,8 +48,9 @@ func LoadServer(flagValue string, getenv func(string) string) (*File, error) {
 	return f, err
 }
 
-// Load reads and checks the file at path. A missing file is an *Error
-// wrapping nothing; test for it with errors.Is(err, fs.ErrNotExist).
+// Load reads and checks the file at path. A file that cannot be read is an
+// Errors naming it that also unwraps to the cause: test for a missing file
+// with errors.Is(err, fs.ErrNotExist).
 func Load(path string) (*File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
