@@ -2,7 +2,7 @@ import { memo } from 'preact/compat';
 import { useMemo, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { renderMarkdown } from '../lib/markdown';
-import type { Notice, SessionState } from '../lib/state';
+import { fmtTokens, type Notice, type SessionState } from '../lib/state';
 import type { Message, Part, Usage } from '../lib/types';
 import { useHighlightVersion } from './context';
 import { ToolCard } from './Cards';
@@ -25,7 +25,7 @@ export function formatUsage(u?: Usage): string | null {
   return parts.join(' · ');
 }
 
-export const fmt = (n?: number) => (n === undefined ? '?' : n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+export const fmt = fmtTokens;
 
 function sizeOf(n: number) {
   return n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} B`;

@@ -243,9 +243,10 @@ function advance(r: RunInfo | undefined, id: string, state: RunInfo['state'], or
   return { ...r, state };
 }
 
-function fmtTokens(n?: number) {
+/** fmtTokens writes a token count the way the views do: 950, 9.5k, 120k. */
+export function fmtTokens(n?: number) {
   if (n === undefined) return '?';
-  return n >= 1000 ? (n / 1000).toFixed(1) + 'k' : String(n);
+  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 }
 
 /** applyEvent folds one stream or history event into the workspace. */
