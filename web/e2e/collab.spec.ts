@@ -10,6 +10,7 @@ test('two browsers drive one session together', async ({ env, page, browser }) =
   await openWorkspace(a, env.tandem.url, env.workDir);
   await a.getByRole('button', { name: '+ New session' }).first().click();
   await expect(a.getByRole('textbox', { name: 'Prompt', exact: true })).toBeVisible();
+  await expect(a).toHaveURL(/\/s\/[0-9a-f-]{36}$/);
   const sessionURL = a.url();
   expect(sessionURL).toMatch(/#\/w\/[0-9a-f-]{36}\/s\/[0-9a-f-]{36}$/);
 

@@ -222,7 +222,9 @@ export class Controller {
       handlers: {
         opened: (_data, resumed) => {
           if (!resumed) void this.sync();
-          else this.setWs((ws) => mapLoaded(ws, markGaps));
+          // Back after a drop: the workspace is open again (a stream claims
+          // it), and deltas sent meanwhile are not replayed.
+          else this.setWs((ws) => ({ ...mapLoaded(ws, markGaps), closing: undefined }));
         },
         event: (ev) => {
           if (this.state.syncing) this.buffer.push(ev);
