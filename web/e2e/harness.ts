@@ -273,7 +273,13 @@ export { expect };
 
 // ---- page helpers ----
 
-/** collectErrors records what a page must never do: run a dialog, break CSP, throw. */
+/**
+ * watch records what a page must never do: open a dialog, throw, or have
+ * the CSP refuse something in the page itself. (DOMPurify parses untrusted
+ * HTML into a detached, script-less document of its own; Chromium reports
+ * the handlers it meets there as CSP refusals on that document, which is
+ * why only refusals whose target belongs to the page count.)
+ */
 export function watch(page: Page) {
   const problems: string[] = [];
   page.on('dialog', (d) => {
@@ -282,7 +288,19 @@ export function watch(page: Page) {
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`csp: ${m.text()}`);
+    if (m.text().startsWith('CSP-VIOLATION')) problems.push(m.text());
+  });
+  void page.addInitScript(() => {
+    document.addEventListener(
+      'securitypolicyviolation',
+      (e) => {
+        const t = e.target as Node | null;
+        if (t === document || t?.ownerDocument === document) {
+          console.log('CSP-VIOLATION', e.violatedDirective, e.sample, (t as Element)?.outerHTML?.slice(0, 200) ?? '#document');
+        }
+      },
+      true,
+    );
   });
   return problems;
 }

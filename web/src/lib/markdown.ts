@@ -1,5 +1,6 @@
-// Model and tool output is untrusted: markdown is rendered by marked and the
-// HTML it makes goes through DOMPurify before it reaches the page. Code
+// Model and tool output is untrusted: markdown is rendered by marked, with
+// raw HTML escaped, and the HTML it makes still goes through DOMPurify before
+// it reaches the page. Code
 // blocks are highlighted once highlight.js has loaded (lazily, on the first
 // code block); until then they show plain.
 
@@ -43,6 +44,11 @@ const marked = new Marked({
   gfm: true,
   breaks: false,
   renderer: {
+    // Raw HTML in an answer is shown as the text it is, not rendered: an
+    // agent's HTML is nearly always an example, and untrusted either way.
+    html({ text }: Tokens.HTML | Tokens.Tag) {
+      return escapeHTML(text);
+    },
     code({ text, lang }: Tokens.Code) {
       const language = (lang ?? '').trim().split(/\s+/)[0].toLowerCase();
       let html: string | null = null;
