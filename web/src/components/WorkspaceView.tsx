@@ -76,9 +76,15 @@ export function WorkspaceView({ state }: { state: AppState }) {
 
   useEffect(() => {
     if (!drawer) return;
-    const onKey = (e: KeyboardEvent) => e.key === 'Escape' && setDrawer(false);
-    addEventListener('keydown', onKey);
-    return () => removeEventListener('keydown', onKey);
+    // Capture, so that closing the drawer takes the Esc before the session
+    // view reads it as "cancel the run".
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape') return;
+      e.preventDefault();
+      setDrawer(false);
+    };
+    addEventListener('keydown', onKey, true);
+    return () => removeEventListener('keydown', onKey, true);
   }, [drawer]);
 
   return (
