@@ -176,6 +176,25 @@ export class Tandem {
     return { status: resp.status, body: text ? JSON.parse(text) : undefined };
   }
 
+  /** attach opens an event stream (a claim that keeps the workspace open) until the returned function is called. */
+  async attach(wid: string): Promise<() => void> {
+    const ac = new AbortController();
+    const resp = await fetch(`${this.url}/v1/workspaces/${wid}/events?client_id=${crypto.randomUUID()}`, {
+      headers: { Authorization: `Bearer ${TOKEN}` },
+      signal: ac.signal,
+    });
+    if (resp.status !== 200) throw new Error(`attach: ${resp.status}`);
+    const reader = resp.body!.getReader();
+    void (async () => {
+      try {
+        while (!(await reader.read()).done);
+      } catch {
+        /* aborted */
+      }
+    })();
+    return () => ac.abort();
+  }
+
   async must<T = any>(method: string, path: string, body?: unknown): Promise<T> {
     const r = await this.api<T>(method, path, body);
     if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);

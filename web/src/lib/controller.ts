@@ -8,6 +8,7 @@ import { WorkspaceStream } from './stream';
 import {
   applyEvent,
   applySessionEvent,
+  applySessionEvents,
   markGaps,
   mergeMessages,
   newSessionState,
@@ -422,15 +423,8 @@ export class Controller {
       if (wid !== this.state.workspaceId) return;
       if (events.length === 0) return;
       this.setWs((ws) =>
-        updateSession(ws, sid, (s) => {
-          let next = s;
-          for (const ev of events) {
-            // Messages come from /messages, newer than any event of them.
-            if (ev.type.startsWith('message.')) continue;
-            next = applySessionEvent(next, ev);
-          }
-          return next;
-        }),
+        // Messages come from /messages, newer than any event of them.
+        updateSession(ws, sid, (s) => applySessionEvents(s, events.filter((ev) => !ev.type.startsWith('message.')))),
       );
       after = events[events.length - 1].seq;
       if (events.length < 1000) return;

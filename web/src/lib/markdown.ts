@@ -90,9 +90,25 @@ export function sanitize(html: string): string {
   return DOMPurify.sanitize(html, PURIFY) as unknown as string;
 }
 
+// Rows scrolled back into view render again: parsing and sanitizing is the
+// cost of a row, so the last results are kept (keyed by the highlighter's
+// state too, since a loaded highlighter changes code blocks).
+const cache = new Map<string, string>();
+const CACHE_ENTRIES = 400;
+
 /** renderMarkdown turns untrusted markdown into safe HTML. */
 export function renderMarkdown(src: string): string {
-  return sanitize(marked.parse(src, { async: false }) as string);
+  const key = (highlighter ? 'h:' : 'p:') + src;
+  const hit = cache.get(key);
+  if (hit !== undefined) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const html = sanitize(marked.parse(src, { async: false }) as string);
+  cache.set(key, html);
+  if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
+  return html;
 }
 
 export { escapeHTML };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyEvent,
+  applySessionEvents,
   isBusy,
   markGaps,
   mergeMessages,
@@ -134,6 +135,32 @@ describe('applyEvent', () => {
     ]);
     expect(st.runs.r1.usage).toEqual({ input_tokens: 5, output_tokens: 6 });
     expect(ws.mcp['/git']).toMatchObject({ status: 'failed', error: 'exit 1' });
+  });
+});
+
+describe('applySessionEvents', () => {
+  it('folds a history like one event at a time, without touching the state it started from', () => {
+    const evs: Envelope[] = [];
+    for (let i = 0; i < 300; i++) {
+      const s = { session_id: 's', run_id: 'r' + i };
+      evs.push(
+        env(4 * i + 1, 'run.accepted', { run_id: 'r' + i, state: 'queued', client_id: 'c' + (i % 3) }, s),
+        env(4 * i + 2, 'run.started', { run_id: 'r' + i }, s),
+        env(4 * i + 3, 'tool.finished', { tool_call_id: 't' + i, name: 'ls', is_error: false, content: 'x' }, s),
+        env(4 * i + 4, 'run.completed', { run_id: 'r' + i, outcome: 'end_turn' }, s),
+      );
+    }
+    const start = ws0().sessions.s;
+    const frozen = JSON.stringify(start);
+    const one = evs.reduce((st, ev) => applyEvent(st, ev), ws0()).sessions.s;
+    const batched = applySessionEvents(start, evs);
+    expect(batched.runs).toEqual(one.runs);
+    expect(batched.tools).toEqual(one.tools);
+    expect(JSON.stringify(start)).toBe(frozen);
+    // After the batch, maps are copied on write again.
+    const after = applyEvent({ ...ws0(), sessions: { s: batched } }, env(9999, 'run.accepted', { run_id: 'late', state: 'queued' }, { session_id: 's', run_id: 'late' }));
+    expect(batched.runs.late).toBeUndefined();
+    expect(after.sessions.s.runs.late).toBeDefined();
   });
 });
 

@@ -103,6 +103,47 @@ export function newSessionState(session: Session, loaded = false): SessionState 
   };
 }
 
+// Folding a long history event by event would copy the session's maps once
+// per event (quadratic in the history). Inside batch(), a map made during the
+// batch is written in place instead: nothing outside has seen it yet.
+let owned: WeakSet<object> | null = null;
+
+function put<T>(map: Record<string, T>, key: string, value: T): Record<string, T> {
+  if (owned?.has(map)) {
+    map[key] = value;
+    return map;
+  }
+  const next = { ...map, [key]: value };
+  owned?.add(next);
+  return next;
+}
+
+function append<T>(list: T[], item: T): T[] {
+  if (owned?.has(list)) {
+    list.push(item);
+    return list;
+  }
+  const next = [...list, item];
+  owned?.add(next);
+  return next;
+}
+
+/** batch runs f, letting the state functions write in place what f's own steps made. */
+export function batch<R>(f: () => R): R {
+  const prev = owned;
+  owned = new WeakSet();
+  try {
+    return f();
+  } finally {
+    owned = prev;
+  }
+}
+
+/** applySessionEvents folds a page of history into a session at once. */
+export function applySessionEvents(s: SessionState, evs: Envelope[]): SessionState {
+  return batch(() => evs.reduce(applySessionEvent, s));
+}
+
 const later = (a: string, b: string) => a > b; // RFC 3339 UTC strings of equal precision sort as times
 
 function textLength(m: Message) {
@@ -228,11 +269,11 @@ function notice(s: SessionState, ev: Envelope, level: Notice['level'], text: str
   const key = `${ev.seq}:${ev.type}`;
   if (s.notices.some((n) => n.key === key)) return s;
   const n: Notice = { key, seq: ev.seq, time: ev.time, level, text, runId: ev.run_id };
-  return { ...s, notices: [...s.notices, n] };
+  return { ...s, notices: append(s.notices, n) };
 }
 
 function setRun(s: SessionState, id: string, f: (r: RunInfo | undefined) => RunInfo): SessionState {
-  return { ...s, runs: { ...s.runs, [id]: f(s.runs[id]) } };
+  return { ...s, runs: put(s.runs, id, f(s.runs[id])) };
 }
 
 const stateRank = { queued: 0, running: 1, done: 2 } as const;
@@ -300,7 +341,7 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
     case 'session.idle': {
       let runs = s.runs;
       for (const r of Object.values(s.runs)) {
-        if (r.state !== 'done') runs = { ...runs, [r.id]: { ...r, state: 'done' } };
+        if (r.state !== 'done') runs = put(runs, r.id, { ...r, state: 'done' });
       }
       return { ...s, runs, session: { ...s.session, busy: false, queued: 0 } };
     }
@@ -351,51 +392,48 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
     case 'tool.started': {
       const cur = s.tools[d.tool_call_id];
       if (cur && cur.status !== 'running') return s;
-      return { ...s, tools: { ...s.tools, [d.tool_call_id]: { id: d.tool_call_id, name: d.name, args: d.arguments, status: 'running' } } };
+      return { ...s, tools: put(s.tools, d.tool_call_id, { id: d.tool_call_id, name: d.name, args: d.arguments, status: 'running' }) };
     }
     case 'tool.finished': {
       const cur = s.tools[d.tool_call_id];
       return {
         ...s,
-        tools: {
-          ...s.tools,
-          [d.tool_call_id]: {
-            id: d.tool_call_id,
-            name: d.name,
-            args: cur?.args,
-            status: d.is_error ? 'error' : 'done',
-            content: d.content,
-            isError: d.is_error,
-          },
-        },
+        tools: put(s.tools, d.tool_call_id, {
+          id: d.tool_call_id,
+          name: d.name,
+          args: cur?.args,
+          status: d.is_error ? 'error' : 'done',
+          content: d.content,
+          isError: d.is_error,
+        }),
       };
     }
     case 'permission.requested': {
       const req = d as PermissionRequest;
       const cur = s.permissions[req.request_id];
       if (cur?.result) return s; // a resolved request stays resolved
-      return { ...s, permissions: { ...s.permissions, [req.request_id]: { ...cur, req } } };
+      return { ...s, permissions: put(s.permissions, req.request_id, { ...cur, req }) };
     }
     case 'permission.resolved': {
       const cur = s.permissions[d.request_id];
       const req = cur?.req ?? ({ request_id: d.request_id, session_id: s.session.id, run_id: ev.run_id ?? '', tool_call_id: '', tool_name: '', kind: '', summary: '', details: null } as PermissionRequest);
       return {
         ...s,
-        permissions: { ...s.permissions, [d.request_id]: { req, result: d.result, feedback: d.feedback, resolvedBy: d.resolved_by } },
+        permissions: put(s.permissions, d.request_id, { req, result: d.result, feedback: d.feedback, resolvedBy: d.resolved_by }),
       };
     }
     case 'tool.requested': {
       const req = d as ToolCallRequest;
       const cur = s.toolRequests[req.request_id];
       if (cur?.resolved) return s;
-      return { ...s, toolRequests: { ...s.toolRequests, [req.request_id]: { ...cur, req } } };
+      return { ...s, toolRequests: put(s.toolRequests, req.request_id, { ...cur, req }) };
     }
     case 'tool.resolved': {
       const cur = s.toolRequests[d.request_id];
       if (!cur) return s;
       return {
         ...s,
-        toolRequests: { ...s.toolRequests, [d.request_id]: { ...cur, resolved: true, isError: d.is_error, resolvedBy: d.resolved_by } },
+        toolRequests: put(s.toolRequests, d.request_id, { ...cur, resolved: true, isError: d.is_error, resolvedBy: d.resolved_by }),
       };
     }
   }
