@@ -55,7 +55,15 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
           </h2>
         )}
         <span class="spacer" />
-        <div class="menu">
+        <div
+          class="menu"
+          onKeyDown={(e) => {
+            if (e.key === 'Escape' && menu) {
+              e.preventDefault(); // closes the menu; not a cancel
+              setMenu(false);
+            }
+          }}
+        >
           <button type="button" class="icon" aria-label="Session actions" aria-expanded={menu} onClick={() => setMenu(!menu)}>
             ⋯
           </button>

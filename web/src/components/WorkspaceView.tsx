@@ -159,6 +159,7 @@ export function WorkspaceView({ state }: { state: AppState }) {
           <div class="empty">
             {ws ? (
               <>
+                {state.sessionId && ws.deleted[state.sessionId] && <p role="status">This session was deleted.</p>}
                 <p>Pick a session, or start a new one.</p>
                 <button type="button" class="primary" onClick={() => void c.createSession()}>
                   + New session
