@@ -153,7 +153,7 @@ func notBuilt(w http.ResponseWriter) {
 <html lang="en"><head><meta charset="utf-8"><title>Tandem</title></head>
 <body><h1>Tandem</h1>
 <p>This tandem binary was built without its web app. The API under <code>/v1</code> works.</p>
-<p>To build the app (Node 20 or later), from the repository root:</p>
+<p>To build the app (Node 20.19 or later), from the repository root:</p>
 <pre>%s</pre>
 </body></html>
 `, BuildHint)
