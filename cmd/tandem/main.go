@@ -32,6 +32,7 @@ commands:
   attach      print a workspace's live events
   sessions    list the sessions of the current directory's workspace
   workspaces  list the server's workspaces
+  web         open the web app in a browser, signed in
   serve       run the server
   version     print the version
 
@@ -54,6 +55,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return sessionsCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "workspaces":
 		return workspacesCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "web":
+		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
 	case "version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0

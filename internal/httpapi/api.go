@@ -35,6 +35,9 @@ type Config struct {
 	Sessions     *session.Service
 	Agent        Agent
 	Logger       *slog.Logger
+	// App, when set, serves every GET or HEAD outside /v1 (the web app and
+	// its assets) without a token.
+	App http.Handler
 }
 
 // API serves the /v1 routes.
@@ -64,6 +67,10 @@ func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(a.logRequests, a.recoverer, a.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if a.cfg.App != nil && !isAPIPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			a.cfg.App.ServeHTTP(w, r)
+			return
+		}
 		a.writeError(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +140,10 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// isAPIPath reports whether p belongs to the API, whose unknown routes answer
+// the contract's JSON errors rather than the app's pages.
+func isAPIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
 func isStreamRoute(r *http.Request) bool {
 	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/workspaces/") && strings.HasSuffix(r.URL.Path, "/events") &&

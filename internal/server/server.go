@@ -25,6 +25,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/web"
 )
 
 // Version is the server's version string.
@@ -156,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Sessions:     s.sessions,
 		Agent:        s.runs,
 		Logger:       cfg.Logger,
+		App:          web.Handler(),
 	})
 	s.http = &http.Server{
 		Handler: s.api.Handler(),

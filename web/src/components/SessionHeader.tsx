@@ -1,0 +1,144 @@
+import { useState } from 'preact/hooks';
+import type { AppState } from '../lib/controller';
+import type { SessionState } from '../lib/state';
+import { useController } from './context';
+import { fmt, formatUsage } from './MessageView';
+
+const EFFORTS = ['', 'low', 'medium', 'high', 'xhigh'];
+
+export function SessionHeader({ state, session: s }: { state: AppState; session: SessionState }) {
+  const c = useController();
+  const sess = s.session;
+  const [renaming, setRenaming] = useState(false);
+  const [title, setTitle] = useState(sess.title);
+  const [model, setModel] = useState(sess.model);
+  const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
+  const [menu, setMenu] = useState(false);
+  const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
+  const ctx = sess.context ?? { cwd: '' };
+  const fill = ctx.tokens !== undefined && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
+  const usage = formatUsage(sess.usage);
+
+  return (
+    <header class="session-head">
+      <div class="title-row">
+        {renaming ? (
+          <form
+            class="rename"
+            onSubmit={(e) => {
+              e.preventDefault();
+              setRenaming(false);
+              if (title.trim() !== sess.title) void c.renameSession(sess.id, title.trim());
+            }}
+          >
+            <label class="sr-only" for="rename">
+              Session title
+            </label>
+            <input
+              id="rename"
+              value={title}
+              autoFocus
+              onInput={(e) => setTitle((e.target as HTMLInputElement).value)}
+              onKeyDown={(e) => {
+                if (e.key === 'Escape') {
+                  e.preventDefault();
+                  setRenaming(false);
+                  setTitle(sess.title);
+                }
+              }}
+            />
+            <button type="submit">Save</button>
+          </form>
+        ) : (
+          <h2 class="session-title" title="Rename" onDblClick={() => setRenaming(true)}>
+            {sess.title || 'Untitled session'}
+          </h2>
+        )}
+        <span class="spacer" />
+        <div
+          class="menu"
+          onKeyDown={(e) => {
+            if (e.key === 'Escape' && menu) {
+              e.preventDefault(); // closes the menu; not a cancel
+              setMenu(false);
+            }
+          }}
+        >
+          <button type="button" class="icon" aria-label="Session actions" aria-expanded={menu} onClick={() => setMenu(!menu)}>
+            ⋯
+          </button>
+          {menu && (
+            <div class="popover" role="menu" onClick={() => setMenu(false)}>
+              <button
+                type="button"
+                role="menuitem"
+                onClick={() => {
+                  setTitle(sess.title);
+                  setRenaming(true);
+                }}
+              >
+                Rename
+              </button>
+              <button type="button" role="menuitem" onClick={() => void c.compact(sess.id)}>
+                Compact now
+              </button>
+              <button
+                type="button"
+                role="menuitem"
+                class="danger"
+                onClick={() => {
+                  if (confirm(`Delete the session “${sess.title || 'Untitled session'}” and its history?`)) void c.deleteSession(sess.id);
+                }}
+              >
+                Delete
+              </button>
+            </div>
+          )}
+        </div>
+      </div>
+      <div class="meta-row small">
+        <form
+          class="model"
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (changed) void c.setModel(sess.id, model, effort || undefined);
+          }}
+        >
+          <label class="sr-only" for="model">
+            Model
+          </label>
+          <input id="model" list="models" value={model} spellcheck={false} onInput={(e) => setModel((e.target as HTMLInputElement).value)} />
+          <datalist id="models">
+            {state.models.map((m) => (
+              <option key={m} value={m} />
+            ))}
+          </datalist>
+          <label class="sr-only" for="effort">
+            Reasoning effort
+          </label>
+          <select id="effort" value={effort} onChange={(e) => setEffort((e.target as HTMLSelectElement).value)}>
+            {EFFORTS.map((x) => (
+              <option key={x} value={x}>
+                {x ? `effort: ${x}` : 'effort: default'}
+              </option>
+            ))}
+          </select>
+          {changed && <button type="submit">Switch</button>}
+        </form>
+        {fill !== undefined && (
+          <span class="ctx" title={`Context: ${ctx.tokens} of ${ctx.window} tokens`} data-testid="context-fill">
+            <meter min={0} max={1} low={0.6} high={0.8} optimum={0.2} value={fill} />
+            {fmt(ctx.tokens)}/{fmt(ctx.window)} ({Math.round(fill * 100)}%)
+          </span>
+        )}
+        {fill === undefined && ctx.tokens !== undefined && <span class="ctx">context {fmt(ctx.tokens)} tokens</span>}
+        {usage && (
+          <span class="usage" data-testid="usage" title="Tokens and cost of this session's runs">
+            {usage}
+          </span>
+        )}
+        {sess.compaction && !sess.compaction.auto && <span class="chip">auto-compaction off</span>}
+      </div>
+    </header>
+  );
+}

@@ -1,0 +1,25 @@
+import { createContext } from 'preact';
+import { useContext, useEffect, useState } from 'preact/hooks';
+import type { AppState, Controller } from '../lib/controller';
+import { onHighlighterReady, highlightVersion } from '../lib/markdown';
+
+export const Ctl = createContext<Controller>(null as unknown as Controller);
+
+export const useController = () => useContext(Ctl);
+
+/** useAppState re-renders the caller whenever the controller's state changes. */
+export function useAppState(c: Controller): AppState {
+  const [, setTick] = useState(0);
+  useEffect(() => c.subscribe(() => setTick((n) => n + 1)), [c]);
+  return c.state;
+}
+
+/** useHighlightVersion re-renders markdown once code highlighting is available. */
+export function useHighlightVersion(): number {
+  const [v, setV] = useState(highlightVersion());
+  useEffect(() => onHighlighterReady(() => setV(highlightVersion())), []);
+  return v;
+}
+
+/** shortId is how a client is named: the start of its id. */
+export const shortId = (id?: string) => (id ? id.slice(0, 4) : '????');

@@ -1,0 +1,113 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { Api } from './api';
+import { Controller, parseRoute } from './controller';
+import { WorkspaceStream } from './stream';
+import { FakeEventSource, env, message, session, time } from './testing';
+
+const W = '00000000-0000-4000-8000-000000000001';
+const S = '00000000-0000-4000-8000-000000000002';
+
+type Route = (url: string, init: RequestInit) => { status: number; body?: unknown } | undefined;
+
+function fakeFetch(routes: Route[], log: string[]) {
+  return async (input: RequestInfo | URL, init: RequestInit = {}) => {
+    const url = String(input);
+    log.push(`${init.method} ${url}`);
+    for (const r of routes) {
+      const res = r(url, init);
+      if (res) return new Response(res.body === undefined ? null : JSON.stringify(res.body), { status: res.status });
+    }
+    return new Response(JSON.stringify({ error: { code: 'not_found', message: 'no route' } }), { status: 404 });
+  };
+}
+
+const get = (path: string, body: unknown): Route => (url, init) => (init.method === 'GET' && url.split('?')[0] === path ? { status: 200, body } : undefined);
+
+function setup(opts: { token?: string; routes?: Route[]; hash?: string } = {}) {
+  FakeEventSource.reset();
+  const log: string[] = [];
+  let hash = opts.hash ?? `#/w/${W}/s/${S}`;
+  const msgs = [message('u1', 'user', [{ type: 'text', text: 'hi' }], 3, { session_id: S })];
+  const routes: Route[] = [
+    ...(opts.routes ?? []),
+    get('/v1/health', { status: 'ok', version: '1', default_model: 'echo' }),
+    get('/v1/workspaces', { workspaces: [{ id: W, path: '/p', open: true, clients: 1, created_at: time(0) }] }),
+    get(`/v1/workspaces/${W}`, { id: W, path: '/p', open: true, clients: 1, created_at: time(0) }),
+    get(`/v1/workspaces/${W}/sessions`, { sessions: [session(S)] }),
+    get(`/v1/workspaces/${W}/permissions`, { permissions: [] }),
+    get(`/v1/workspaces/${W}/sessions/${S}/messages`, { messages: msgs }),
+    get(`/v1/workspaces/${W}/sessions/${S}/events`, { events: [] }),
+    get(`/v1/workspaces/${W}/sessions/${S}/pending`, { permissions: [], tool_calls: [] }),
+    get(`/v1/workspaces/${W}/agent/sessions/${S}`, { busy: false, active_run_id: null, queued: [] }),
+  ];
+  const api = new Api(opts.token ?? 'tok', '', fakeFetch(routes, log) as typeof fetch);
+  const c = new Controller({
+    api,
+    clientId: 'me',
+    schedule: (f) => f(),
+    newStream: (o) => new WorkspaceStream({ ...o, EventSourceImpl: FakeEventSource as unknown as typeof EventSource }),
+    route: { get: () => hash, set: (h) => void (hash = h) },
+  });
+  return { c, log, msgs };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
+describe('Controller', () => {
+  beforeEach(() => FakeEventSource.reset());
+
+  it('asks for a token when it has none', async () => {
+    const { c } = setup({ token: '' });
+    await c.start();
+    expect(c.state.auth).toBe('needed');
+  });
+
+  it('says clearly when the token is refused', async () => {
+    const { c } = setup({
+      token: 'wrong',
+      routes: [(url) => (url.startsWith('/v1/workspaces') ? { status: 401, body: { error: { code: 'unauthorized', message: 'missing or wrong bearer token' } } } : undefined)],
+    });
+    await c.start();
+    expect(c.state.auth).toBe('refused');
+    expect(c.state.authMessage).toMatch(/refused this token/);
+  });
+
+  it('opens the routed workspace, streams with the token and client id, and folds events in after the snapshot', async () => {
+    const { c, log } = setup();
+    await c.start();
+    const es = FakeEventSource.last();
+    expect(es.url).toBe(`/v1/workspaces/${W}/events?client_id=me&access_token=tok`);
+    es.emit('stream.opened', { head_seq: 3 });
+    // An event that arrives while the snapshot is fetched waits for it.
+    const s = { session_id: S, run_id: 'r1' };
+    es.event(env(4, 'run.accepted', { run_id: 'r1', state: 'running', client_id: 'other' }, s));
+    es.event(env(5, 'message.created', message('u2', 'user', [{ type: 'text', text: 'next' }], 5, { session_id: S, run_id: 'r1' }), s));
+    expect(c.state.syncing).toBe(true);
+    for (let i = 0; i < 10 && c.state.syncing; i++) await settle();
+    expect(c.state.syncing).toBe(false);
+    const st = c.state.ws!.sessions[S];
+    expect(st.loaded).toBe(true);
+    expect(st.messages.map((m) => m.id)).toEqual(['u1', 'u2']);
+    expect(st.runs.r1.clientId).toBe('other');
+    expect(log.filter((l) => l.includes('/messages'))).toHaveLength(1);
+  });
+
+  it('refetches over REST after stream.reset', async () => {
+    const { c, log } = setup();
+    await c.start();
+    const es = FakeEventSource.last();
+    es.emit('stream.opened', { head_seq: 3 });
+    for (let i = 0; i < 10 && c.state.syncing; i++) await settle();
+    const before = log.filter((l) => l.endsWith('/sessions')).length;
+    es.emit('stream.reset', { head_seq: 90 });
+    for (let i = 0; i < 10 && c.state.syncing; i++) await settle();
+    await settle();
+    expect(log.filter((l) => l.endsWith('/sessions')).length).toBe(before + 1);
+  });
+
+  it('parses routes', () => {
+    expect(parseRoute(`#/w/${W}/s/${S}`)).toEqual({ workspaceId: W, sessionId: S });
+    expect(parseRoute(`#/w/${W}`)).toEqual({ workspaceId: W, sessionId: undefined });
+    expect(parseRoute('#/')).toEqual({});
+  });
+});

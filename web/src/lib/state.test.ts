@@ -1,0 +1,201 @@
+import { describe, expect, it } from 'vitest';
+import {
+  applyEvent,
+  applySessionEvents,
+  isBusy,
+  markGaps,
+  mergeMessages,
+  newSessionState,
+  newWorkspaceState,
+  pendingPermissions,
+  queue,
+  rows,
+  setSessions,
+  type WorkspaceState,
+} from './state';
+import { env, message, session, time } from './testing';
+import type { Envelope, Message } from './types';
+
+const ws0 = (): WorkspaceState => {
+  const ws = newWorkspaceState({ id: 'w', path: '/p', open: true, clients: 1, created_at: time(0) });
+  return { ...ws, sessions: { s: newSessionState(session('s'), true) } };
+};
+
+const fold = (evs: Envelope[], ws = ws0()) => evs.reduce(applyEvent, ws);
+const text = (m: Message) => m.parts.map((p) => ('text' in p ? p.text : '')).join('');
+
+const asst = (parts: Message['parts'], n: number) => message('a1', 'assistant', parts, n, { run_id: 'r1' });
+
+/** a run's events as the server sends them */
+function runEvents(): Envelope[] {
+  const s = { session_id: 's', run_id: 'r1' };
+  return [
+    env(1, 'run.accepted', { run_id: 'r1', state: 'running', position: 0, client_id: 'c-a' }, s),
+    env(2, 'run.started', { run_id: 'r1' }, s),
+    env(3, 'message.created', message('u1', 'user', [{ type: 'text', text: 'hi' }], 3, { run_id: 'r1' }), s),
+    env(4, 'message.created', asst([], 4), s),
+    env(5, 'message.delta', { message_id: 'a1', part_index: 0, kind: 'text', text: 'Hel' }, s),
+    env(6, 'message.delta', { message_id: 'a1', part_index: 0, kind: 'text', text: 'lo' }, s),
+    env(7, 'message.updated', asst([{ type: 'text', text: 'Hello' }, { type: 'finish', reason: 'end_turn' }], 7), s),
+    env(8, 'run.completed', { run_id: 'r1', outcome: 'end_turn', message_id: 'a1' }, s),
+    env(9, 'session.idle', {}, s),
+  ];
+}
+
+describe('applyEvent', () => {
+  it('builds the conversation from a run', () => {
+    const ws = fold(runEvents().slice(0, 6));
+    const s = ws.sessions.s;
+    expect(s.messages.map((m) => m.id)).toEqual(['u1', 'a1']);
+    expect(text(s.messages[1])).toBe('Hello');
+    expect(s.runs.r1).toMatchObject({ state: 'running', clientId: 'c-a' });
+    expect(isBusy(s)).toBe(true);
+    const done = fold(runEvents().slice(6), ws).sessions.s;
+    expect(text(done.messages[1])).toBe('Hello');
+    expect(done.runs.r1.state).toBe('done');
+    expect(isBusy(done)).toBe(false);
+  });
+
+  it('is idempotent: every event applied twice gives the same state', () => {
+    const once = fold(runEvents());
+    const twice = runEvents().reduce((ws, ev) => applyEvent(applyEvent(ws, ev), ev), ws0());
+    // Deltas are deduped by seq before they get here; the final text is the same anyway.
+    expect(twice.sessions.s.messages).toEqual(once.sessions.s.messages);
+    expect(twice.sessions.s.runs).toEqual(once.sessions.s.runs);
+  });
+
+  it('ignores deltas for a message that is already final', () => {
+    const evs = runEvents();
+    // A snapshot taken after the message was final, then buffered deltas.
+    const ws = fold([evs[6], evs[4], evs[5]]);
+    expect(text(ws.sessions.s.messages[0])).toBe('Hello');
+  });
+
+  it('never lets an older version replace a newer one', () => {
+    const evs = runEvents();
+    const ws = fold([evs[6], evs[3]]);
+    expect(ws.sessions.s.messages[0].parts).toHaveLength(2);
+  });
+
+  it('keeps a permission resolved, and who resolved it', () => {
+    const req = { request_id: 'p1', session_id: 's', run_id: 'r1', tool_call_id: 't1', tool_name: 'bash', kind: 'shell', summary: 'Run: ls', details: {} };
+    const s = { session_id: 's', run_id: 'r1' };
+    let ws = fold([env(1, 'permission.requested', req, s)]);
+    expect(pendingPermissions(ws.sessions.s)).toHaveLength(1);
+    ws = fold([env(2, 'permission.resolved', { request_id: 'p1', result: 'approved', resolved_by: 'c-b' }, s)], ws);
+    expect(pendingPermissions(ws.sessions.s)).toHaveLength(0);
+    expect(ws.sessions.s.permissions.p1).toMatchObject({ result: 'approved', resolvedBy: 'c-b' });
+    // The history (or a replay) brings the request again: it stays resolved.
+    ws = fold([env(1, 'permission.requested', req, s)], ws);
+    expect(ws.sessions.s.permissions.p1.result).toBe('approved');
+  });
+
+  it('orders the queue and moves runs forward only', () => {
+    const s = (r: string) => ({ session_id: 's', run_id: r });
+    let ws = fold([
+      env(1, 'run.accepted', { run_id: 'r1', state: 'running', client_id: 'a' }, s('r1')),
+      env(2, 'run.accepted', { run_id: 'r2', state: 'queued', position: 1, client_id: 'b', prompt: 'second' }, s('r2')),
+      env(3, 'run.accepted', { run_id: 'r3', state: 'queued', position: 2, client_id: 'a', prompt: 'third' }, s('r3')),
+    ]);
+    expect(queue(ws.sessions.s).map((r) => r.prompt)).toEqual(['second', 'third']);
+    ws = fold([env(4, 'run.completed', { run_id: 'r1', outcome: 'end_turn' }, s('r1')), env(5, 'run.started', { run_id: 'r2' }, s('r2'))], ws);
+    expect(queue(ws.sessions.s).map((r) => r.id)).toEqual(['r3']);
+    // A late run.accepted (history) does not move r2 back to the queue.
+    ws = fold([env(2, 'run.accepted', { run_id: 'r2', state: 'queued', client_id: 'b' }, s('r2'))], ws);
+    expect(ws.sessions.s.runs.r2.state).toBe('running');
+  });
+
+  it('tracks sessions, deletions and presence', () => {
+    let ws = fold([
+      env(1, 'session.created', session('s2', { updated_at: time(5) })),
+      env(2, 'client.attached', { client_id: 'x', clients: 2 }),
+      env(3, 'client.attached', { client_id: 'y', clients: 3 }),
+      env(4, 'client.detached', { client_id: 'x', clients: 2 }),
+    ]);
+    expect(Object.keys(ws.sessions).sort()).toEqual(['s', 's2']);
+    expect(ws.clients).toEqual({ count: 2, ids: ['y'] });
+    ws = fold([env(5, 'session.deleted', { session_id: 's2' }), env(1, 'session.created', session('s2'))], ws);
+    expect(ws.sessions.s2).toBeUndefined();
+  });
+
+  it('shows v1.1 data when it comes: compaction, MCP, usage, errors', () => {
+    const s = { session_id: 's', run_id: 'r1' };
+    const ws = fold([
+      env(1, 'session.compaction_started', { tokens_before: 120000 }, s),
+      env(2, 'session.compaction_completed', { tokens_before: 120000, tokens_after: 9000, summary_message_id: 'm' }, s),
+      env(3, 'mcp.server_status', { name: 'git', status: 'failed', tools: [], error: 'exit 1' }),
+      env(4, 'run.completed', { run_id: 'r1', outcome: 'error', error: { code: 'model_auth', message: 'bad key' }, usage: { input_tokens: 5, output_tokens: 6 } }, s),
+    ]);
+    const st = ws.sessions.s;
+    expect(st.compacting).toBeUndefined();
+    expect(st.notices.map((n) => n.text)).toEqual([
+      'Compacting the conversation (120k tokens)…',
+      'Compacted the conversation: 120k → 9.0k tokens',
+      'The run failed: bad key (model_auth)',
+    ]);
+    expect(st.runs.r1.usage).toEqual({ input_tokens: 5, output_tokens: 6 });
+    expect(ws.mcp['/git']).toMatchObject({ status: 'failed', error: 'exit 1' });
+  });
+});
+
+describe('applySessionEvents', () => {
+  it('folds a history like one event at a time, without touching the state it started from', () => {
+    const evs: Envelope[] = [];
+    for (let i = 0; i < 300; i++) {
+      const s = { session_id: 's', run_id: 'r' + i };
+      evs.push(
+        env(4 * i + 1, 'run.accepted', { run_id: 'r' + i, state: 'queued', client_id: 'c' + (i % 3) }, s),
+        env(4 * i + 2, 'run.started', { run_id: 'r' + i }, s),
+        env(4 * i + 3, 'tool.finished', { tool_call_id: 't' + i, name: 'ls', is_error: false, content: 'x' }, s),
+        env(4 * i + 4, 'run.completed', { run_id: 'r' + i, outcome: 'end_turn' }, s),
+      );
+    }
+    const start = ws0().sessions.s;
+    const frozen = JSON.stringify(start);
+    const one = evs.reduce((st, ev) => applyEvent(st, ev), ws0()).sessions.s;
+    const batched = applySessionEvents(start, evs);
+    expect(batched.runs).toEqual(one.runs);
+    expect(batched.tools).toEqual(one.tools);
+    expect(JSON.stringify(start)).toBe(frozen);
+    // After the batch, maps are copied on write again.
+    const after = applyEvent({ ...ws0(), sessions: { s: batched } }, env(9999, 'run.accepted', { run_id: 'late', state: 'queued' }, { session_id: 's', run_id: 'late' }));
+    expect(batched.runs.late).toBeUndefined();
+    expect(after.sessions.s.runs.late).toBeDefined();
+  });
+});
+
+describe('snapshots', () => {
+  it('lays fetched history under what the stream brought', () => {
+    const live = fold(runEvents().slice(2, 5)).sessions.s; // u1, a1 streaming "Hel"
+    const fetched = [message('u0', 'user', [{ type: 'text', text: 'old' }], 1), message('u1', 'user', [{ type: 'text', text: 'hi' }], 3), asst([], 4)];
+    const merged = mergeMessages(live, fetched);
+    expect(merged.messages.map((m) => m.id)).toEqual(['u0', 'u1', 'a1']);
+    expect(text(merged.messages[2])).toBe('Hel'); // the live text is kept
+  });
+
+  it('drops sessions the server no longer lists', () => {
+    const ws = setSessions(fold([env(1, 'session.created', session('s2'))]), [session('s2')]);
+    expect(Object.keys(ws.sessions)).toEqual(['s2']);
+  });
+
+  it('marks streaming messages after a reconnect, until they are final', () => {
+    const s = fold(runEvents().slice(0, 5)).sessions.s;
+    const gapped = markGaps(s);
+    expect(gapped.gaps).toEqual({ a1: true });
+    const ws = { ...ws0(), sessions: { s: gapped } };
+    expect(fold([runEvents()[6]], ws).sessions.s.gaps).toEqual({});
+  });
+});
+
+describe('rows', () => {
+  it('interleaves notices by time and hides tool messages', () => {
+    const msgs = [
+      message('u', 'user', [{ type: 'text', text: 'x' }], 10),
+      message('a', 'assistant', [{ type: 'tool_call', id: 't', name: 'ls', arguments: {} }, { type: 'finish', reason: 'tool_use' }], 20),
+      message('t', 'tool', [{ type: 'tool_result', tool_call_id: 't', name: 'ls', content: 'f', is_error: false }], 30),
+      message('b', 'assistant', [{ type: 'text', text: 'done' }], 40),
+    ];
+    const notices = [{ key: 'n1', seq: 1, time: time(25), level: 'info' as const, text: 'hi' }];
+    expect(rows(msgs, notices).map((r) => r.key)).toEqual(['u', 'a', 'nn1', 'b']);
+  });
+});

@@ -1,0 +1,503 @@
+// The state of one open workspace, built from REST snapshots and the event
+// stream. Every function here is pure: it returns a new object for whatever
+// changed and keeps the rest, so the views re-render only what changed.
+// Applying the same information twice (a snapshot that already holds an
+// event, an event replayed after a reconnect) changes nothing.
+
+import type {
+  Envelope,
+  McpStatus,
+  Message,
+  Part,
+  PermissionRequest,
+  Session,
+  ToolCallRequest,
+  Usage,
+  Workspace,
+} from './types';
+
+export interface RunInfo {
+  id: string;
+  clientId?: string;
+  state: 'queued' | 'running' | 'done';
+  prompt?: string;
+  /** seq of run.accepted: the queue's order. */
+  order: number;
+  outcome?: string;
+  error?: { code: string; message: string };
+  usage?: Usage;
+}
+
+export interface ToolInfo {
+  id: string;
+  name: string;
+  args?: unknown;
+  status: 'running' | 'done' | 'error';
+  content?: string;
+  isError?: boolean;
+}
+
+export interface PermissionInfo {
+  req: PermissionRequest;
+  result?: string;
+  feedback?: string;
+  resolvedBy?: string;
+}
+
+export interface ToolRequestInfo {
+  req: ToolCallRequest;
+  resolved?: boolean;
+  isError?: boolean;
+  resolvedBy?: string;
+}
+
+export interface Notice {
+  key: string;
+  seq: number;
+  time: string;
+  level: 'info' | 'warning' | 'error';
+  text: string;
+  runId?: string;
+}
+
+export interface SessionState {
+  session: Session;
+  /** messages are known (fetched, or the session is new to this page). */
+  loaded: boolean;
+  messages: Message[];
+  runs: Record<string, RunInfo>;
+  tools: Record<string, ToolInfo>;
+  permissions: Record<string, PermissionInfo>;
+  toolRequests: Record<string, ToolRequestInfo>;
+  notices: Notice[];
+  compacting?: { tokensBefore?: number };
+  /** messages whose stream had a hole (a reconnect): the text is complete once the message is updated. */
+  gaps: Record<string, true>;
+}
+
+export interface WorkspaceState {
+  workspace: Workspace;
+  sessions: Record<string, SessionState>;
+  deleted: Record<string, true>;
+  /** attached clients: the count the server reports and the ids seen attaching. */
+  clients: { count: number; ids: string[] };
+  mcp: Record<string, McpStatus>;
+  closing?: string;
+}
+
+export function newWorkspaceState(workspace: Workspace): WorkspaceState {
+  return { workspace, sessions: {}, deleted: {}, clients: { count: workspace.clients, ids: [] }, mcp: {} };
+}
+
+export function newSessionState(session: Session, loaded = false): SessionState {
+  return {
+    session,
+    loaded,
+    messages: [],
+    runs: {},
+    tools: {},
+    permissions: {},
+    toolRequests: {},
+    notices: [],
+    gaps: {},
+  };
+}
+
+// Folding a long history event by event would copy the session's maps once
+// per event (quadratic in the history). Inside batch(), a map made during the
+// batch is written in place instead: nothing outside has seen it yet.
+let owned: WeakSet<object> | null = null;
+
+function put<T>(map: Record<string, T>, key: string, value: T): Record<string, T> {
+  if (owned?.has(map)) {
+    map[key] = value;
+    return map;
+  }
+  const next = { ...map, [key]: value };
+  owned?.add(next);
+  return next;
+}
+
+function append<T>(list: T[], item: T): T[] {
+  if (owned?.has(list)) {
+    list.push(item);
+    return list;
+  }
+  const next = [...list, item];
+  owned?.add(next);
+  return next;
+}
+
+/** batch runs f, letting the state functions write in place what f's own steps made. */
+export function batch<R>(f: () => R): R {
+  const prev = owned;
+  owned = new WeakSet();
+  try {
+    return f();
+  } finally {
+    owned = prev;
+  }
+}
+
+/** applySessionEvents folds a page of history into a session at once. */
+export function applySessionEvents(s: SessionState, evs: Envelope[]): SessionState {
+  return batch(() => evs.reduce(applySessionEvent, s));
+}
+
+const later = (a: string, b: string) => a > b; // RFC 3339 UTC strings of equal precision sort as times
+
+function textLength(m: Message) {
+  let n = 0;
+  for (const p of m.parts) if (p.type === 'text' || p.type === 'reasoning') n += p.text.length;
+  return n;
+}
+
+export const hasFinish = (m: Message) => m.parts.some((p) => p.type === 'finish');
+
+/** mergeMessage keeps the newer of two versions of a message. */
+export function mergeMessage(have: Message, got: Message): Message {
+  if (later(got.updated_at, have.updated_at)) return got;
+  if (later(have.updated_at, got.updated_at)) return have;
+  // Same version: a live copy may hold streamed text the stored one has not yet.
+  if (hasFinish(got) && !hasFinish(have)) return got;
+  if (!hasFinish(got) && !hasFinish(have) && textLength(have) > textLength(got)) return have;
+  return got;
+}
+
+export function upsertMessage(s: SessionState, m: Message): SessionState {
+  const i = indexOfMessage(s.messages, m.id);
+  if (i < 0) {
+    const gaps = s.gaps;
+    return { ...s, messages: [...s.messages, m], gaps };
+  }
+  const merged = mergeMessage(s.messages[i], m);
+  if (merged === s.messages[i]) return s;
+  const messages = s.messages.slice();
+  messages[i] = merged;
+  let gaps = s.gaps;
+  if (hasFinish(merged) && gaps[m.id]) {
+    gaps = { ...gaps };
+    delete gaps[m.id];
+  }
+  return { ...s, messages, gaps };
+}
+
+/** indexOfMessage searches from the end: events touch the latest messages. */
+function indexOfMessage(list: Message[], id: string) {
+  for (let i = list.length - 1; i >= 0; i--) if (list[i].id === id) return i;
+  return -1;
+}
+
+/** applyDelta appends streamed text to its part, unless the message is already final. */
+export function applyDelta(s: SessionState, d: { message_id: string; part_index: number; kind: string; text: string }): SessionState {
+  const i = indexOfMessage(s.messages, d.message_id);
+  if (i < 0) return s;
+  const m = s.messages[i];
+  if (hasFinish(m)) return s; // the final text is there; this delta is in it
+  const parts = m.parts.slice();
+  const kind = d.kind === 'reasoning' ? 'reasoning' : 'text';
+  let gaps = s.gaps;
+  if (d.part_index < parts.length) {
+    const p = parts[d.part_index];
+    if (p.type !== kind) return s;
+    parts[d.part_index] = { type: kind, text: (p as { text: string }).text + d.text };
+  } else {
+    if (d.part_index > parts.length) {
+      // Parts were streamed while this page was away.
+      gaps = { ...gaps, [m.id]: true };
+      while (parts.length < d.part_index) parts.push({ type: 'text', text: '' });
+    }
+    parts.push({ type: kind, text: d.text } as Part);
+  }
+  const messages = s.messages.slice();
+  messages[i] = { ...m, parts };
+  return { ...s, messages, gaps };
+}
+
+/** markGaps flags the messages still streaming: deltas sent while this page was away are not replayed. */
+export function markGaps(s: SessionState): SessionState {
+  let gaps = s.gaps;
+  for (let i = s.messages.length - 1; i >= 0 && i >= s.messages.length - 5; i--) {
+    const m = s.messages[i];
+    if (m.role === 'assistant' && !hasFinish(m) && !gaps[m.id]) gaps = { ...gaps, [m.id]: true };
+  }
+  return gaps === s.gaps ? s : { ...s, gaps };
+}
+
+/** mergeMessages lays a fetched history under what the stream brought meanwhile. */
+export function mergeMessages(s: SessionState, fetched: Message[]): SessionState {
+  const live = new Map(s.messages.map((m) => [m.id, m]));
+  const seen = new Set<string>();
+  const out: Message[] = [];
+  for (const m of fetched) {
+    const l = live.get(m.id);
+    out.push(l ? mergeMessage(l, m) : m);
+    seen.add(m.id);
+  }
+  for (const m of s.messages) if (!seen.has(m.id)) out.push(m);
+  return { ...s, messages: out, loaded: true };
+}
+
+function upsertSession(ws: WorkspaceState, session: Session): WorkspaceState {
+  if (ws.deleted[session.id]) return ws;
+  const cur = ws.sessions[session.id];
+  if (cur && later(cur.session.updated_at, session.updated_at)) return ws;
+  const next = cur ? { ...cur, session } : newSessionState(session);
+  return { ...ws, sessions: { ...ws.sessions, [session.id]: next } };
+}
+
+/** setSessions replaces the session list with the server's, keeping what is known of each. */
+export function setSessions(ws: WorkspaceState, list: Session[]): WorkspaceState {
+  const sessions: Record<string, SessionState> = {};
+  for (const session of list) {
+    if (ws.deleted[session.id]) continue;
+    const cur = ws.sessions[session.id];
+    sessions[session.id] = cur ? (later(cur.session.updated_at, session.updated_at) ? cur : { ...cur, session }) : newSessionState(session);
+  }
+  return { ...ws, sessions };
+}
+
+export function updateSession(ws: WorkspaceState, sid: string, f: (s: SessionState) => SessionState): WorkspaceState {
+  const cur = ws.sessions[sid];
+  if (!cur) return ws;
+  const next = f(cur);
+  if (next === cur) return ws;
+  return { ...ws, sessions: { ...ws.sessions, [sid]: next } };
+}
+
+function notice(s: SessionState, ev: Envelope, level: Notice['level'], text: string): SessionState {
+  const key = `${ev.seq}:${ev.type}`;
+  if (s.notices.some((n) => n.key === key)) return s;
+  const n: Notice = { key, seq: ev.seq, time: ev.time, level, text, runId: ev.run_id };
+  return { ...s, notices: append(s.notices, n) };
+}
+
+function setRun(s: SessionState, id: string, f: (r: RunInfo | undefined) => RunInfo): SessionState {
+  return { ...s, runs: put(s.runs, id, f(s.runs[id])) };
+}
+
+const stateRank = { queued: 0, running: 1, done: 2 } as const;
+
+function advance(r: RunInfo | undefined, id: string, state: RunInfo['state'], order: number): RunInfo {
+  if (!r) return { id, state, order };
+  if (stateRank[r.state] >= stateRank[state]) return r;
+  return { ...r, state };
+}
+
+/** fmtTokens writes a token count the way the views do: 950, 9.5k, 120k. */
+export function fmtTokens(n?: number) {
+  if (n === undefined) return '?';
+  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+}
+
+/** applyEvent folds one stream or history event into the workspace. */
+export function applyEvent(ws: WorkspaceState, ev: Envelope): WorkspaceState {
+  const d = ev.data ?? {};
+  const sid = ev.session_id;
+  switch (ev.type) {
+    case 'session.created':
+    case 'session.updated':
+      return upsertSession(ws, d as Session);
+    case 'session.deleted': {
+      const id = (d.session_id as string) ?? sid;
+      const sessions = { ...ws.sessions };
+      delete sessions[id];
+      return { ...ws, sessions, deleted: { ...ws.deleted, [id]: true } };
+    }
+    case 'client.attached':
+    case 'client.detached': {
+      const ids =
+        ev.type === 'client.attached'
+          ? ws.clients.ids.includes(d.client_id)
+            ? ws.clients.ids
+            : [...ws.clients.ids, d.client_id]
+          : ws.clients.ids.filter((x) => x !== d.client_id);
+      return { ...ws, clients: { count: d.clients ?? ids.length, ids } };
+    }
+    case 'workspace.closing':
+      return { ...ws, closing: d.reason || 'closing' };
+    case 'mcp.server_status': {
+      const st = d as McpStatus;
+      const key = `${st.session_id ?? ''}/${st.name}`;
+      return { ...ws, mcp: { ...ws.mcp, [key]: st } };
+    }
+  }
+  if (!sid) return ws;
+  return updateSession(ws, sid, (s) => applySessionEvent(s, ev));
+}
+
+export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
+  const d = ev.data ?? {};
+  switch (ev.type) {
+    case 'session.model_changed':
+      return notice(
+        { ...s, session: { ...s.session, model: d.model, reasoning_effort: d.reasoning_effort ?? s.session.reasoning_effort } },
+        ev,
+        'info',
+        `Model changed to ${d.model}${d.reasoning_effort ? ` (${d.reasoning_effort})` : ''}${d.previous_model ? `, was ${d.previous_model}` : ''}`,
+      );
+    case 'session.log':
+      return notice(s, ev, d.level === 'error' ? 'error' : d.level === 'warning' ? 'warning' : 'info', d.message);
+    case 'session.idle': {
+      let runs = s.runs;
+      for (const r of Object.values(s.runs)) {
+        if (r.state !== 'done') runs = put(runs, r.id, { ...r, state: 'done' });
+      }
+      return { ...s, runs, session: { ...s.session, busy: false, queued: 0 } };
+    }
+    case 'session.compaction_started':
+      return notice({ ...s, compacting: { tokensBefore: d.tokens_before } }, ev, 'info', `Compacting the conversation (${fmtTokens(d.tokens_before)} tokens)…`);
+    case 'session.compaction_completed':
+      return notice(
+        { ...s, compacting: undefined },
+        ev,
+        'info',
+        `Compacted the conversation: ${fmtTokens(d.tokens_before)} → ${fmtTokens(d.tokens_after)} tokens`,
+      );
+    case 'run.accepted': {
+      const id = d.run_id ?? ev.run_id;
+      if (d.state === 'steered') {
+        return notice(s, ev, 'info', 'A prompt was steered into the running answer');
+      }
+      return setRun(s, id, (r) => ({
+        ...(r ?? { id, state: d.state === 'queued' ? 'queued' : 'running', order: ev.seq }),
+        clientId: d.client_id || r?.clientId,
+        prompt: d.prompt ?? r?.prompt,
+        order: r?.order ?? ev.seq,
+      }));
+    }
+    case 'run.started': {
+      const id = d.run_id ?? ev.run_id;
+      return setRun(s, id, (r) => advance(r, id, 'running', ev.seq));
+    }
+    case 'run.completed': {
+      const id = d.run_id ?? ev.run_id;
+      let next = setRun(s, id, (r) => ({
+        ...advance(r, id, 'done', ev.seq),
+        outcome: d.outcome,
+        error: d.error,
+        usage: d.usage ?? r?.usage,
+      }));
+      if (d.outcome === 'error' && d.error) {
+        next = notice(next, ev, 'error', `The run failed: ${d.error.message} (${d.error.code})`);
+      }
+      if (!Object.values(next.runs).some((r) => r.state !== 'done')) next = { ...next, session: { ...next.session, busy: false } };
+      return next;
+    }
+    case 'message.created':
+    case 'message.updated':
+      return upsertMessage(s, d as Message);
+    case 'message.delta':
+      return applyDelta(s, d);
+    case 'tool.started': {
+      const cur = s.tools[d.tool_call_id];
+      if (cur && cur.status !== 'running') return s;
+      return { ...s, tools: put(s.tools, d.tool_call_id, { id: d.tool_call_id, name: d.name, args: d.arguments, status: 'running' }) };
+    }
+    case 'tool.finished': {
+      const cur = s.tools[d.tool_call_id];
+      return {
+        ...s,
+        tools: put(s.tools, d.tool_call_id, {
+          id: d.tool_call_id,
+          name: d.name,
+          args: cur?.args,
+          status: d.is_error ? 'error' : 'done',
+          content: d.content,
+          isError: d.is_error,
+        }),
+      };
+    }
+    case 'permission.requested': {
+      const req = d as PermissionRequest;
+      const cur = s.permissions[req.request_id];
+      if (cur?.result) return s; // a resolved request stays resolved
+      return { ...s, permissions: put(s.permissions, req.request_id, { ...cur, req }) };
+    }
+    case 'permission.resolved': {
+      const cur = s.permissions[d.request_id];
+      const req = cur?.req ?? ({ request_id: d.request_id, session_id: s.session.id, run_id: ev.run_id ?? '', tool_call_id: '', tool_name: '', kind: '', summary: '', details: null } as PermissionRequest);
+      return {
+        ...s,
+        permissions: put(s.permissions, d.request_id, { req, result: d.result, feedback: d.feedback, resolvedBy: d.resolved_by }),
+      };
+    }
+    case 'tool.requested': {
+      const req = d as ToolCallRequest;
+      const cur = s.toolRequests[req.request_id];
+      if (cur?.resolved) return s;
+      return { ...s, toolRequests: put(s.toolRequests, req.request_id, { ...cur, req }) };
+    }
+    case 'tool.resolved': {
+      const cur = s.toolRequests[d.request_id];
+      if (!cur) return s;
+      return {
+        ...s,
+        toolRequests: put(s.toolRequests, d.request_id, { ...cur, resolved: true, isError: d.is_error, resolvedBy: d.resolved_by }),
+      };
+    }
+  }
+  return s;
+}
+
+/** pendingPermissions lists the permissions nobody answered yet, oldest first. */
+export function pendingPermissions(s: SessionState): PermissionInfo[] {
+  return Object.values(s.permissions).filter((p) => !p.result && p.req.tool_call_id !== '');
+}
+
+/** queue lists the session's queued runs in order. */
+export function queue(s: SessionState): RunInfo[] {
+  return Object.values(s.runs)
+    .filter((r) => r.state === 'queued')
+    .sort((a, b) => a.order - b.order);
+}
+
+/** isBusy: a run of the session is running or queued. */
+export function isBusy(s: SessionState): boolean {
+  return Object.values(s.runs).some((r) => r.state !== 'done') || (s.session.busy && Object.keys(s.runs).length === 0);
+}
+
+export function activeRun(s: SessionState): RunInfo | undefined {
+  return Object.values(s.runs).find((r) => r.state === 'running');
+}
+
+/** A row of the timeline: a message or a notice, in order. */
+export type Row = { kind: 'message'; key: string; message: Message } | { kind: 'notice'; key: string; notice: Notice };
+
+/**
+ * rows is what the timeline shows: user and assistant messages (tool
+ * messages are shown inside the call they answer) and notices, by time.
+ */
+export function rows(messages: Message[], notices: Notice[]): Row[] {
+  const out: Row[] = [];
+  let j = 0;
+  const ns = notices.length > 1 ? [...notices].sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : a.seq - b.seq)) : notices;
+  for (const m of messages) {
+    while (j < ns.length && ns[j].time < m.created_at) {
+      out.push({ kind: 'notice', key: 'n' + ns[j].key, notice: ns[j] });
+      j++;
+    }
+    if (m.role === 'tool') continue;
+    if (m.role === 'assistant' && m.parts.length === 1 && m.parts[0].type === 'finish' && m.parts[0].reason === 'tool_use') continue;
+    out.push({ kind: 'message', key: m.id, message: m });
+  }
+  for (; j < ns.length; j++) out.push({ kind: 'notice', key: 'n' + ns[j].key, notice: ns[j] });
+  return out;
+}
+
+/** toolResults maps tool_call_id to the result part of the tool message answering it. */
+export function toolResults(messages: Message[]): Map<string, Extract<Part, { type: 'tool_result' }>> {
+  const out = new Map<string, Extract<Part, { type: 'tool_result' }>>();
+  for (const m of messages) {
+    if (m.role !== 'tool') continue;
+    for (const p of m.parts) if (p.type === 'tool_result') out.set(p.tool_call_id, p);
+  }
+  return out;
+}
+
+/** sortedSessions: most recently updated first, as the server lists them. */
+export function sortedSessions(ws: WorkspaceState): Session[] {
+  return Object.values(ws.sessions)
+    .map((s) => s.session)
+    .sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
+}

@@ -1,0 +1,193 @@
+// Wire types of the Tandem HTTP API (contract v1.1). Fields marked optional
+// are the v1.1 additions a server may not send yet: the app shows them when
+// present and works without them.
+
+export interface ErrorBody {
+  error: { code: string; message: string };
+}
+
+export interface Health {
+  status: string;
+  version: string;
+  default_model: string;
+  node_id?: string;
+}
+
+export interface Workspace {
+  id: string;
+  path: string;
+  open: boolean;
+  clients: number;
+  created_at: string;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  reasoning_tokens?: number;
+  cost_usd?: number;
+}
+
+export interface Compaction {
+  auto: boolean;
+  threshold: number;
+}
+
+export interface SessionContext {
+  cwd: string;
+  tokens?: number;
+  window?: number;
+}
+
+export interface Session {
+  id: string;
+  workspace_id: string;
+  title: string;
+  model: string;
+  reasoning_effort: string;
+  created_at: string;
+  updated_at: string;
+  message_count: number;
+  busy: boolean;
+  queued: number;
+  attached_clients: number;
+  context: SessionContext;
+  usage?: Usage;
+  compaction?: Compaction;
+  permission_mode?: string;
+}
+
+export type Part =
+  | { type: 'text'; text: string }
+  | { type: 'reasoning'; text: string }
+  | { type: 'tool_call'; id: string; name: string; arguments: Record<string, unknown> }
+  | { type: 'tool_result'; tool_call_id: string; name: string; content: string; is_error: boolean }
+  | {
+      type: 'attachment';
+      kind: 'file' | 'blob';
+      path?: string;
+      mime_type: string;
+      display_name: string;
+      size: number;
+    }
+  | { type: 'finish'; reason: string; message?: string }
+  | { type: 'summary'; text: string; through_message_id: string };
+
+export interface Message {
+  id: string;
+  session_id: string;
+  run_id?: string;
+  role: 'user' | 'assistant' | 'tool';
+  parts: Part[];
+  model?: string;
+  created_at: string;
+  updated_at: string;
+  usage?: Usage;
+}
+
+export interface Envelope<D = any> {
+  seq: number;
+  type: string;
+  workspace_id: string;
+  session_id?: string;
+  run_id?: string;
+  time: string;
+  ephemeral?: boolean;
+  data: D;
+}
+
+export interface StreamOpened {
+  client_id: string;
+  workspace_id: string;
+  head_seq: number;
+}
+
+export interface PermissionRequest {
+  request_id: string;
+  session_id: string;
+  run_id: string;
+  tool_call_id: string;
+  tool_name: string;
+  kind: string;
+  summary: string;
+  details: Record<string, unknown> | null;
+}
+
+export interface ToolCallRequest {
+  request_id: string;
+  session_id: string;
+  run_id: string;
+  tool_call_id: string;
+  tool_name: string;
+  arguments: unknown;
+  owner_client_ids: string[];
+}
+
+export interface PendingWork {
+  permissions: PermissionRequest[];
+  tool_calls: ToolCallRequest[];
+}
+
+export interface AgentStatus {
+  busy: boolean;
+  active_run_id: string | null;
+  queued: { run_id: string; prompt: string }[];
+}
+
+export interface PromptAccepted {
+  run_id: string;
+  session_id: string;
+  state: 'running' | 'queued' | 'steered';
+  position: number;
+}
+
+export interface Attachment {
+  type: 'file' | 'blob';
+  path?: string;
+  display_name?: string;
+  data?: string;
+  mime_type?: string;
+}
+
+export interface McpStatus {
+  name: string;
+  session_id?: string;
+  status: 'starting' | 'connected' | 'failed' | 'stopped';
+  tools: string[];
+  error?: string;
+}
+
+export type Decision = 'approve_once' | 'approve_session' | 'reject' | 'user_not_available';
+
+// Every event type of the contract: EventSource delivers named events only to
+// listeners of that name.
+export const EVENT_TYPES = [
+  'session.created',
+  'session.updated',
+  'session.deleted',
+  'session.started',
+  'session.resumed',
+  'session.model_changed',
+  'session.log',
+  'session.idle',
+  'session.compaction_started',
+  'session.compaction_completed',
+  'run.accepted',
+  'run.started',
+  'run.completed',
+  'message.created',
+  'message.updated',
+  'message.delta',
+  'tool.started',
+  'tool.finished',
+  'permission.requested',
+  'permission.resolved',
+  'tool.requested',
+  'tool.resolved',
+  'client.attached',
+  'client.detached',
+  'workspace.closing',
+  'mcp.server_status',
+] as const;
