@@ -190,11 +190,19 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "tandem serve: refusing to listen on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.addr)
 		return 2
 	}
+	// The data dir is taken before anything is read from it or written to
+	// it: a second server must stop here, before it touches the token.
+	dir, err := server.OpenDataDir(o.dataDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		return 1
+	}
 	token := o.token
 	if token == "" {
 		var path string
-		token, path, err = server.LoadOrCreateToken(o.dataDir)
+		token, path, err = server.LoadOrCreateToken(dir.Path())
 		if err != nil {
+			dir.Close()
 			fmt.Fprintln(stderr, "tandem serve:", err)
 			return 1
 		}
@@ -204,7 +212,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, server.Config{
-		DataDir:      o.dataDir,
+		Dir:          dir,
 		Token:        token,
 		DefaultModel: o.model,
 		CreateGrace:  o.createGrace,
@@ -216,7 +224,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	ln, err := srv.Listen(o.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		_ = srv.Shutdown(context.Background())

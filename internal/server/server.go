@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/agent"
@@ -32,7 +33,12 @@ const Version = "0.1.0"
 
 // Config configures a Server. Zero durations take the contract's defaults.
 type Config struct {
-	DataDir      string
+	DataDir string
+	// Dir is the data dir already opened (and locked) with OpenDataDir, for
+	// callers that need it before the server exists (to read the token
+	// only once no other server can write it). The server owns it from New
+	// on, failure included. nil means New opens DataDir.
+	Dir          *DataDir
 	Token        string
 	DefaultModel string
 	CreateGrace  time.Duration
@@ -60,6 +66,7 @@ type Server struct {
 	runs       *coordinator.Coordinator
 	api        *httpapi.API
 	http       *http.Server
+	dir        *DataDir
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -83,16 +90,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Getenv = os.Getenv
 	}
 	if cfg.Token == "" {
+		if cfg.Dir != nil {
+			cfg.Dir.Close()
+		}
 		return nil, errors.New("server needs a token")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	dir := cfg.Dir
+	if dir == nil {
+		var err error
+		if dir, err = OpenDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "tandem.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(dir.Path(), "tandem.db"))
 	if err != nil {
+		dir.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: db}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: db, dir: dir}
 	s.hub = hub.New(hub.Config{
 		QueueBytes: cfg.StreamQueueBytes,
 		Heartbeat:  cfg.Heartbeat,
@@ -141,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// Runs a crash left half done end now, before anyone can see the gap.
 	if err := s.runs.Recover(ctx); err != nil {
 		db.Close()
+		dir.Close()
 		return nil, err
 	}
 	s.workspaces.SetHooks(workspace.Hooks{
@@ -171,6 +187,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler is the server's root HTTP handler (tests serve it with httptest).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
+// Listen listens on addr and records the listener's URL in
+// DATA_DIR/server.json, where client commands look for the server.
+func (s *Server) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.dir.Publish(LocalURL(ln.Addr())); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	err := s.http.Serve(ln)
@@ -178,6 +208,23 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// LocalURL is the URL a client on this machine reaches a listener at: an
+// unspecified address (0.0.0.0, ::) is reached on loopback.
+func LocalURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := tcp.IP
+	switch {
+	case ip == nil || ip.Equal(net.IPv4zero):
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.Equal(net.IPv6unspecified):
+		ip = net.IPv6loopback
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }
 
 // Shutdown stops accepting work, tells every stream the workspace is closing,
@@ -196,6 +243,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
+	}
+	// Last: the data dir is free for another server once the database is.
+	if err := s.dir.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("release data dir: %w", err))
 	}
 	return errors.Join(errs...)
 }
