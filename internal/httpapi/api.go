@@ -4,12 +4,15 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +46,12 @@ type API struct {
 	log      *slog.Logger
 	token    [32]byte
 	stopping atomic.Bool
+
+	// active counts the handlers running, so a shutdown that had to close
+	// connections under them can wait for them before the store closes.
+	mu     sync.Mutex
+	active int
+	idle   chan struct{} // closed when active drops to 0; nil while idle
 }
 
 // New returns the API for cfg.
@@ -59,10 +68,49 @@ func New(cfg Config) *API {
 // BeginShutdown makes every later request but health answer 503 shutting_down.
 func (a *API) BeginShutdown() { a.stopping.Store(true) }
 
+// Wait waits until no handler is running, or ctx ends.
+func (a *API) Wait(ctx context.Context) error {
+	a.mu.Lock()
+	if a.active == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("handlers still running: %w", ctx.Err())
+	}
+}
+
+// track counts the request among the running handlers for Wait.
+func (a *API) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.active++
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			a.active--
+			if a.active == 0 && a.idle != nil {
+				close(a.idle)
+				a.idle = nil
+			}
+			a.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Handler returns the root handler.
 func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(a.logRequests, a.recoverer, a.limitBody)
+	r.Use(a.track, a.logRequests, a.recoverer, a.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})

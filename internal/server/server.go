@@ -28,6 +28,10 @@ import (
 	"github.com/tandem-dev/tandem/internal/workspace"
 )
 
+// httpGrace is how long Shutdown lets requests in flight finish before it
+// closes every connection left.
+const httpGrace = time.Second
+
 // Version is the server's version string.
 const Version = "0.1.0"
 
@@ -238,7 +242,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.hub.Close()
-	if err := s.http.Shutdown(ctx); err != nil {
+	// Shutdown waits for every connection to go idle, but a connection that
+	// never sent a request (browsers pre-connect), or whose headers or body
+	// trickle in, is never idle: after a grace for the requests in flight,
+	// what is left is closed. That is the normal end of such a client, not
+	// a failed shutdown.
+	gctx, cancel := context.WithTimeout(ctx, httpGrace)
+	err := s.http.Shutdown(gctx)
+	cancel()
+	if err != nil {
+		s.log.Debug("closing the connections left after the grace", "err", err)
+		_ = s.http.Close()
+	}
+	// Close does not wait for handlers: they end as their connections fail,
+	// and must be done before the store closes under them.
+	if err := s.api.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}
 	if err := s.store.Close(); err != nil {
