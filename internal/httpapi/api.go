@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -28,16 +29,23 @@ import (
 // DefaultMaxBody is the request body limit when Config.MaxBody is zero.
 const DefaultMaxBody = 16 << 20
 
+// DefaultBodyTimeout is how long a request body may take to arrive after its
+// headers when Config.BodyTimeout is zero.
+const DefaultBodyTimeout = 30 * time.Second
+
 // Config wires the API to the domain.
 type Config struct {
 	Token        string
 	Version      string
 	DefaultModel string
 	MaxBody      int64
-	Workspaces   *workspace.Manager
-	Sessions     *session.Service
-	Agent        Agent
-	Logger       *slog.Logger
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers; 0 means DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	Workspaces  *workspace.Manager
+	Sessions    *session.Service
+	Agent       Agent
+	Logger      *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -58,6 +66,9 @@ type API struct {
 func New(cfg Config) *API {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -112,10 +123,10 @@ func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(a.track, a.logRequests, a.recoverer, a.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		a.reject(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		a.reject(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/v1/health", a.health)
 	r.Get("/v1/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
@@ -175,7 +186,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		// Comparing digests keeps the comparison constant-time whatever the lengths.
 		sum := sha256.Sum256([]byte(given))
 		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			a.writeError(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
+			a.reject(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -190,18 +201,67 @@ func isStreamRoute(r *http.Request) bool {
 func (a *API) refuseWhileStopping(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.stopping.Load() {
-			a.writeError(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+			a.reject(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// limitBody bounds the request body in size and in time: it must arrive
+// within BodyTimeout of the headers. The deadline is the connection's read
+// deadline, set only while a body is on its way: left on the connection of a
+// streaming GET, it would end the stream (net/http's background read would
+// fail and cancel the request).
 func (a *API) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hasBody(r) {
+			rc := http.NewResponseController(w)
+			// Not every connection supports deadlines (ErrNotSupported);
+			// such a body is bounded by the server's own timeouts only.
+			if rc.SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hasBody reports whether a request body may still be on its way.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
+// deadlineBody lifts the body's read deadline once the body has arrived, so
+// a handler that runs long afterwards keeps its connection (and its
+// request's context, which net/http cancels when a read fails).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// reject answers a request before its body is read: a missing token, a
+// refused origin, a route that does not exist. A body still on its way is not
+// waited for: the connection is closed after the answer, and its read
+// deadline is moved to now so that net/http, which drains what is left of a
+// body before it reuses or closes a connection, does not wait for it either.
+func (a *API) reject(w http.ResponseWriter, r *http.Request, err error) {
+	if hasBody(r) {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	a.writeError(w, r, err)
 }
 
 // statusWriter records the status for the request log. It unwraps so

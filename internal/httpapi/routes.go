@@ -17,6 +17,11 @@ import (
 // it fails; routes mounted by other packages use it too.
 func (a *API) Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := decode(r, v); err != nil {
+		if errors.Is(err, errBodyTimeout) {
+			// What is left of the body must not be read as the next request.
+			w.Header().Set("Connection", "close")
+			err = tandem.Errorf(proto.CodeInvalidJSON, "the request body did not arrive within %s of its headers", a.cfg.BodyTimeout)
+		}
 		a.writeError(w, r, err)
 		return false
 	}

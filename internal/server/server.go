@@ -52,6 +52,9 @@ type Config struct {
 	StreamQueueBytes int
 	// MaxBody bounds request bodies; 0 means 16 MiB.
 	MaxBody int64
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers; 0 means 30 s.
+	BodyTimeout time.Duration
 	// Getenv reads provider settings (OPENAI_API_KEY...); nil means os.Getenv.
 	Getenv func(string) string
 	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
@@ -172,6 +175,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Version:      Version,
 		DefaultModel: cfg.DefaultModel,
 		MaxBody:      cfg.MaxBody,
+		BodyTimeout:  cfg.BodyTimeout,
 		Workspaces:   s.workspaces,
 		Sessions:     s.sessions,
 		Agent:        s.runs,
