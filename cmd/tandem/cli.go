@@ -271,13 +271,14 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	// The server outlives a Ctrl-C of the command: it must still carry
 	// the cancel and shut down cleanly, so it does not take ctx's end.
 	srv, err := server.New(context.WithoutCancel(ctx), server.Config{
-		Dir:          dir,
-		Token:        token,
-		DefaultModel: so.model,
-		CreateGrace:  so.createGrace,
-		DetachGrace:  so.detachGrace,
-		Heartbeat:    so.heartbeat,
-		Logger:       slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level})),
+		Dir:            dir,
+		Token:          token,
+		DefaultModel:   so.model,
+		CreateGrace:    so.createGrace,
+		DetachGrace:    so.detachGrace,
+		Heartbeat:      so.heartbeat,
+		AllowedOrigins: so.allowedOrigins,
+		Logger:         slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)

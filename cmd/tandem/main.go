@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -76,6 +78,8 @@ type serveOptions struct {
 	detachGrace time.Duration
 	heartbeat   time.Duration
 	logLevel    string
+	// allowedOrigins are the browser origins allowed besides the server's own.
+	allowedOrigins []string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -105,6 +109,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&o.token, "token", env("TANDEM_TOKEN", ""), "bearer token; generated into DATA_DIR/token when empty (TANDEM_TOKEN)")
 	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", "echo"), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL)")
 	fs.StringVar(&o.logLevel, "log-level", env("TANDEM_LOG_LEVEL", "info"), "debug, info, warn or error (TANDEM_LOG_LEVEL)")
+	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
 		name string
@@ -136,6 +141,15 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
+	}
+	for _, origin := range strings.Split(*origins, ",") {
+		if origin = strings.TrimSpace(origin); origin == "" {
+			continue
+		}
+		if _, err := httpapi.CheckOrigin(origin); err != nil {
+			return o, fmt.Errorf("--allowed-origins: %w", err)
+		}
+		o.allowedOrigins = append(o.allowedOrigins, origin)
 	}
 	return o, nil
 }
@@ -212,13 +226,14 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, server.Config{
-		Dir:          dir,
-		Token:        token,
-		DefaultModel: o.model,
-		CreateGrace:  o.createGrace,
-		DetachGrace:  o.detachGrace,
-		Heartbeat:    o.heartbeat,
-		Logger:       logger,
+		Dir:            dir,
+		Token:          token,
+		DefaultModel:   o.model,
+		CreateGrace:    o.createGrace,
+		DetachGrace:    o.detachGrace,
+		Heartbeat:      o.heartbeat,
+		AllowedOrigins: o.allowedOrigins,
+		Logger:         logger,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)

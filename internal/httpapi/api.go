@@ -42,10 +42,18 @@ type Config struct {
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers; 0 means DefaultBodyTimeout.
 	BodyTimeout time.Duration
-	Workspaces  *workspace.Manager
-	Sessions    *session.Service
-	Agent       Agent
-	Logger      *slog.Logger
+	// AllowedOrigins are the origins besides the server's own whose
+	// browser requests are served (CORS), in any form CheckOrigin accepts;
+	// invalid ones are ignored (the server checks them at start).
+	AllowedOrigins []string
+	// App serves the web app: GET and HEAD of / and of any path outside /v1,
+	// without a token and under the same origin and host checks. nil leaves
+	// those paths 404.
+	App        http.Handler
+	Workspaces *workspace.Manager
+	Sessions   *session.Service
+	Agent      Agent
+	Logger     *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -53,6 +61,7 @@ type API struct {
 	cfg      Config
 	log      *slog.Logger
 	token    [32]byte
+	origins  map[string]struct{} // AllowedOrigins, normalized
 	stopping atomic.Bool
 
 	// active counts the handlers running, so a shutdown that had to close
@@ -73,7 +82,13 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token))}
+	origins := make(map[string]struct{}, len(cfg.AllowedOrigins))
+	for _, o := range cfg.AllowedOrigins {
+		if n, err := CheckOrigin(o); err == nil {
+			origins[n] = struct{}{}
+		}
+	}
+	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token)), origins: origins}
 }
 
 // BeginShutdown makes every later request but health answer 503 shutting_down.
@@ -121,10 +136,10 @@ func (a *API) track(next http.Handler) http.Handler {
 // Handler returns the root handler.
 func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(a.track, a.logRequests, a.recoverer, a.limitBody)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		a.reject(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
+	routes := &routeTable{}
+	r.Use(a.track, a.logRequests, a.recoverer, a.guard(routes), a.limitBody)
+	// The app is what no route takes, so it can never shadow one of /v1.
+	r.NotFound(a.serveApp)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		a.reject(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
@@ -168,6 +183,10 @@ func (a *API) Handler() http.Handler {
 			r.Get("/sessions/{sid}", a.agentStatus)
 		})
 	})
+	if err := routes.fill(r); err != nil {
+		// Walk fails only on a malformed router, which is a bug here.
+		panic(fmt.Sprintf("httpapi: list routes: %v", err))
+	}
 	return r
 }
 

@@ -52,6 +52,12 @@ type Config struct {
 	StreamQueueBytes int
 	// MaxBody bounds request bodies; 0 means 16 MiB.
 	MaxBody int64
+	// AllowedOrigins are the browser origins, besides the server's own,
+	// allowed to call the API (--allowed-origins).
+	AllowedOrigins []string
+	// App serves the web app on / and every path outside /v1; nil leaves
+	// them 404.
+	App http.Handler
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers; 0 means 30 s.
 	BodyTimeout time.Duration
@@ -96,11 +102,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
+	var bad error
 	if cfg.Token == "" {
+		bad = errors.New("server needs a token")
+	}
+	for _, o := range cfg.AllowedOrigins {
+		if _, err := httpapi.CheckOrigin(o); err != nil && bad == nil {
+			bad = fmt.Errorf("allowed origins: %w", err)
+		}
+	}
+	if bad != nil {
 		if cfg.Dir != nil {
 			cfg.Dir.Close()
 		}
-		return nil, errors.New("server needs a token")
+		return nil, bad
 	}
 	dir := cfg.Dir
 	if dir == nil {
@@ -171,21 +186,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
 	})
 	s.api = httpapi.New(httpapi.Config{
-		Token:        cfg.Token,
-		Version:      Version,
-		DefaultModel: cfg.DefaultModel,
-		MaxBody:      cfg.MaxBody,
-		BodyTimeout:  cfg.BodyTimeout,
-		Workspaces:   s.workspaces,
-		Sessions:     s.sessions,
-		Agent:        s.runs,
-		Logger:       cfg.Logger,
+		Token:          cfg.Token,
+		Version:        Version,
+		DefaultModel:   cfg.DefaultModel,
+		MaxBody:        cfg.MaxBody,
+		BodyTimeout:    cfg.BodyTimeout,
+		AllowedOrigins: cfg.AllowedOrigins,
+		App:            cfg.App,
+		Workspaces:     s.workspaces,
+		Sessions:       s.sessions,
+		Agent:          s.runs,
+		Logger:         cfg.Logger,
 	})
 	s.http = &http.Server{
 		Handler: s.api.Handler(),
 		// No WriteTimeout: it would cut every stream. The hub sets a write
 		// deadline per write instead.
 		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       httpapi.BaseContext,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
