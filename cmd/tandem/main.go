@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/httpapi"
+	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -141,6 +142,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
+	}
+	// A model the server cannot build is refused now, not at each run.
+	if _, _, err := provider.Resolve(o.model); err != nil {
+		return o, fmt.Errorf("--model (TANDEM_MODEL): %w", err)
 	}
 	for _, origin := range strings.Split(*origins, ",") {
 		if origin = strings.TrimSpace(origin); origin == "" {
