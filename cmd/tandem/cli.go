@@ -180,9 +180,14 @@ func (o clientOptions) connect(ctx context.Context, env *cliEnv, autostart bool)
 		}
 		o.url = defaultURL
 	}
+	u, err := normalizeURL(o.url)
+	if err != nil {
+		return nil, err
+	}
+	o.url = u
 	probe := client.New(o.url, "")
 	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	_, err := probe.Health(hctx)
+	_, err = probe.Health(hctx)
 	cancel()
 	probe.CloseIdleConnections()
 	if err == nil {
@@ -303,6 +308,27 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 		}
 	}
 	return &backend{c: client.New(u, token), url: u, inProcess: true, stop: stop}, nil
+}
+
+// normalizeURL accepts a server URL as people type it: without a scheme
+// (127.0.0.1:7433), with the API's base path (http://host/v1) or a trailing
+// slash. It says what is wrong with anything else.
+func normalizeURL(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--url %q is not a server URL: want http://HOST:PORT, e.g. %s", raw, defaultURL)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("--url %q: the scheme must be http or https, e.g. %s", raw, defaultURL)
+	}
+	// The client adds /v1 itself; a prefix before it (a reverse proxy's) stays.
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
+	u.RawPath = ""
+	return u.String(), nil
 }
 
 // loopbackURL reports whether u points at this machine, the only place where

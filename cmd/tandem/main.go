@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,9 +37,9 @@ commands:
   sessions    list the sessions of the current directory's workspace
   workspaces  list the server's workspaces
   serve       run the server
-  version     print the version
+  version     print the version (also --version)
 
-tandem COMMAND -h shows a command's flags.
+tandem help COMMAND (or tandem COMMAND -h) shows a command's flags.
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -57,10 +58,17 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return sessionsCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "workspaces":
 		return workspacesCommand(args[1:], processEnv(getenv, stdout, stderr))
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0
-	case "-h", "--help", "help":
+	case "help":
+		if len(args) > 1 && args[1] != "help" {
+			// Asked for, the help is the output: it goes to stdout.
+			return run([]string{args[1], "-h"}, getenv, stdout, stdout)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -105,6 +113,19 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	var err error
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: tandem serve [flags]
+
+Runs the server: the HTTP API under /v1 on --addr, with its data (SQLite
+database, token file, server.json) in --data-dir. One server runs per data
+dir; client commands find it through DATA_DIR/server.json. Once it accepts
+connections it prints "tandem listening on http://HOST:PORT" on stdout.
+SIGINT or SIGTERM stop it cleanly (exit 0).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.addr, "addr", env("TANDEM_ADDR", "127.0.0.1:7433"), "listen address; port 0 picks a free port (TANDEM_ADDR)")
 	fs.StringVar(&o.dataDir, "data-dir", env("TANDEM_DATA_DIR", defaultDataDir(getenv)), "data directory (TANDEM_DATA_DIR)")
 	fs.StringVar(&o.token, "token", env("TANDEM_TOKEN", ""), "bearer token; generated into DATA_DIR/token when empty (TANDEM_TOKEN)")
@@ -246,6 +267,9 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	ln, err := srv.Listen(o.addr)
 	if err != nil {
+		if isAddrInUse(err) {
+			err = fmt.Errorf("%w\n%s", err, whoListens(o.addr, getenv))
+		}
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		_ = srv.Shutdown(context.Background())
 		return 1
@@ -273,4 +297,28 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		logger.Error("serve", "err", err)
 	}
 	return code
+}
+
+// isAddrInUse reports whether a listen failed because the port is taken.
+func isAddrInUse(err error) bool {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	// Windows says WSAEADDRINUSE in its own words.
+	return strings.Contains(msg, "address already in use") || strings.Contains(msg, "only one usage of each socket address")
+}
+
+// whoListens says which process to look for when addr is taken: a tandem
+// server of the default data dir if it is the one, else how to find out.
+func whoListens(addr string, getenv func(string) string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	dir := defaultDataDir(getenv)
+	if info, ok, err := server.RunningServer(dir, 0); err == nil && ok {
+		if u, err := url.Parse(info.URL); err == nil && u.Port() == port {
+			return fmt.Sprintf("tandem pid %d (data dir %s) listens there, as its server.json says: stop it, or pick another --addr (port 0 picks a free one)", info.PID, dir)
+		}
+	}
+	return fmt.Sprintf("another process listens on port %s. A tandem server names its pid and URL in its data dir's server.json (%s for the default data dir); `lsof -i :%s` names any process. Stop it, or pick another --addr (port 0 picks a free one).",
+		port, filepath.Join(dir, "server.json"), port)
 }
