@@ -34,10 +34,28 @@ func TestUnauthorizedSlowBodiesAreAnsweredAndClosedAtOnce(t *testing.T) {
 			auth = "Authorization: Bearer wrong\r\n"
 		}
 		c := rawConn(t, p.url, fmt.Sprintf("POST /v1/workspaces HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", host, auth))
-		wg.Add(1)
+		// The client trickles its body, a byte every 500 ms, until the
+		// server hangs up: the answer must not wait for it.
+		stop := make(chan struct{})
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			// The client sends nothing more: the answer must not wait for it.
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					if _, err := c.Write([]byte(" ")); err != nil {
+						return
+					}
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			defer close(stop)
 			assert.NoError(t, c.SetReadDeadline(time.Now().Add(cliDeadline)))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if !assert.NoError(t, err) {
