@@ -275,7 +275,7 @@ func TestStalledClientIsEvictedWithoutDelayingOthers(t *testing.T) {
 	conn, err := net.Dial("tcp", e.ts.Listener.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()
-	_, err = fmt.Fprintf(conn, "GET /v1/workspaces/%s/events?client_id=%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ws.ID, stalledID, testToken)
+	_, err = fmt.Fprintf(conn, "GET /v1/workspaces/%s/events?client_id=%s HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n\r\n", ws.ID, stalledID, testToken)
 	require.NoError(t, err)
 
 	healthy := make([]*stream, 3)

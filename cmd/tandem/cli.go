@@ -36,6 +36,9 @@ const (
 	// shutdownTimeout bounds the stop of an in-process server, as tandem
 	// serve does on SIGINT.
 	shutdownTimeout = 5 * time.Second
+	// startWait bounds the wait for a server that holds the data dir but
+	// does not listen yet (it is starting).
+	startWait = 5 * time.Second
 )
 
 // exit codes of the client commands.
@@ -115,7 +118,7 @@ func (o *clientOptions) register(fs *flag.FlagSet, getenv func(string) string, j
 		}
 		return def
 	}
-	fs.StringVar(&o.url, "url", env("TANDEM_URL", defaultURL), "server URL (TANDEM_URL)")
+	fs.StringVar(&o.url, "url", getenv("TANDEM_URL"), "server URL (TANDEM_URL); default: the server running on the data dir (DATA_DIR/server.json), else "+defaultURL)
 	fs.StringVar(&o.token, "token", getenv("TANDEM_TOKEN"), "bearer token (TANDEM_TOKEN); default: the one in DATA_DIR/token")
 	fs.StringVar(&o.dataDir, "data-dir", env("TANDEM_DATA_DIR", defaultDataDir(getenv)), "data directory holding the token file, and the data of a server started in-process (TANDEM_DATA_DIR)")
 	fs.BoolVar(&o.json, "json", false, jsonHelp)
@@ -166,9 +169,25 @@ func (b *backend) Close() {
 // autostart allows it: that is what lets a first `tandem run "hello"` work on
 // a machine where no server was ever started.
 func (o clientOptions) connect(ctx context.Context, env *cliEnv, autostart bool) (*backend, error) {
+	if o.url == "" {
+		// The server running on the data dir says where it listens.
+		info, ok, err := server.RunningServer(o.dataDir, startWait)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return o.connectTo(ctx, info)
+		}
+		o.url = defaultURL
+	}
+	u, err := normalizeURL(o.url)
+	if err != nil {
+		return nil, err
+	}
+	o.url = u
 	probe := client.New(o.url, "")
 	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	_, err := probe.Health(hctx)
+	_, err = probe.Health(hctx)
 	cancel()
 	probe.CloseIdleConnections()
 	if err == nil {
@@ -185,6 +204,24 @@ func (o clientOptions) connect(ctx context.Context, env *cliEnv, autostart bool)
 		return nil, fmt.Errorf("no tandem server at %s (start one with `tandem serve`, or point --url/TANDEM_URL at one): %w", o.url, err)
 	}
 	return o.startInProcess(ctx, env)
+}
+
+// connectTo connects to the server a data dir's server.json names: that
+// server holds the data dir, so no other can be started on it.
+func (o clientOptions) connectTo(ctx context.Context, info server.ServerInfo) (*backend, error) {
+	probe := client.New(info.URL, "")
+	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	_, err := probe.Health(hctx)
+	cancel()
+	probe.CloseIdleConnections()
+	if err != nil {
+		return nil, fmt.Errorf("the tandem server of data dir %s (pid %d, from its server.json) does not answer at %s: %w", o.dataDir, info.PID, info.URL, err)
+	}
+	token, err := o.resolveToken()
+	if err != nil {
+		return nil, err
+	}
+	return &backend{c: client.New(info.URL, token), url: info.URL}, nil
 }
 
 // resolveToken is the token to send: the flag or TANDEM_TOKEN, else the file
@@ -215,9 +252,16 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)
 	}
+	// Take the data dir first: if a server holds it, say which and stop,
+	// before the token file is touched.
+	dir, err := server.OpenDataDir(so.dataDir)
+	if err != nil {
+		return nil, err
+	}
 	token := o.token
 	if token == "" {
-		if token, _, err = server.LoadOrCreateToken(o.dataDir); err != nil {
+		if token, _, err = server.LoadOrCreateToken(dir.Path()); err != nil {
+			dir.Close()
 			return nil, fmt.Errorf("in-process server: %w", err)
 		}
 	}
@@ -232,18 +276,19 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	// The server outlives a Ctrl-C of the command: it must still carry
 	// the cancel and shut down cleanly, so it does not take ctx's end.
 	srv, err := server.New(context.WithoutCancel(ctx), server.Config{
-		DataDir:      so.dataDir,
-		Token:        token,
-		DefaultModel: so.model,
-		CreateGrace:  so.createGrace,
-		DetachGrace:  so.detachGrace,
-		Heartbeat:    so.heartbeat,
-		Logger:       slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level})),
+		Dir:            dir,
+		Token:          token,
+		DefaultModel:   so.model,
+		CreateGrace:    so.createGrace,
+		DetachGrace:    so.detachGrace,
+		Heartbeat:      so.heartbeat,
+		AllowedOrigins: so.allowedOrigins,
+		Logger:         slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := srv.Listen("127.0.0.1:0")
 	if err != nil {
 		_ = srv.Shutdown(context.Background())
 		return nil, fmt.Errorf("in-process server: %w", err)
@@ -263,6 +308,27 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 		}
 	}
 	return &backend{c: client.New(u, token), url: u, inProcess: true, stop: stop}, nil
+}
+
+// normalizeURL accepts a server URL as people type it: without a scheme
+// (127.0.0.1:7433), with the API's base path (http://host/v1) or a trailing
+// slash. It says what is wrong with anything else.
+func normalizeURL(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--url %q is not a server URL: want http://HOST:PORT, e.g. %s", raw, defaultURL)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("--url %q: the scheme must be http or https, e.g. %s", raw, defaultURL)
+	}
+	// The client adds /v1 itself; a prefix before it (a reverse proxy's) stays.
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
+	u.RawPath = ""
+	return u.String(), nil
 }
 
 // loopbackURL reports whether u points at this machine, the only place where

@@ -458,7 +458,7 @@ func TestParseRunFlags(t *testing.T) {
 	assert.Equal(t, "fix the bug --now", o.prompt)
 	assert.True(t, o.yes)
 	assert.Equal(t, "echo/x", o.model)
-	assert.Equal(t, defaultURL, o.url)
+	assert.Empty(t, o.url, "without --url the data dir's server.json, else the default, is looked up on connect")
 
 	_, err = parseRun([]string{"--new", "--session", "x", "hi"}, env)
 	assert.ErrorContains(t, err, "exclude")

@@ -12,12 +12,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/httpapi"
+	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -34,9 +38,9 @@ commands:
   workspaces  list the server's workspaces
   web         open the web app in a browser, signed in
   serve       run the server
-  version     print the version
+  version     print the version (also --version)
 
-tandem COMMAND -h shows a command's flags.
+tandem help COMMAND (or tandem COMMAND -h) shows a command's flags.
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -57,10 +61,17 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return workspacesCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "web":
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0
-	case "-h", "--help", "help":
+	case "help":
+		if len(args) > 1 && args[1] != "help" {
+			// Asked for, the help is the output: it goes to stdout.
+			return run([]string{args[1], "-h"}, getenv, stdout, stdout)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -79,6 +90,8 @@ type serveOptions struct {
 	detachGrace time.Duration
 	heartbeat   time.Duration
 	logLevel    string
+	// allowedOrigins are the browser origins allowed besides the server's own.
+	allowedOrigins []string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -103,11 +116,25 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	var err error
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: tandem serve [flags]
+
+Runs the server: the HTTP API under /v1 on --addr, with its data (SQLite
+database, token file, server.json) in --data-dir. One server runs per data
+dir; client commands find it through DATA_DIR/server.json. Once it accepts
+connections it prints "tandem listening on http://HOST:PORT" on stdout.
+SIGINT or SIGTERM stop it cleanly (exit 0).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.addr, "addr", env("TANDEM_ADDR", "127.0.0.1:7433"), "listen address; port 0 picks a free port (TANDEM_ADDR)")
 	fs.StringVar(&o.dataDir, "data-dir", env("TANDEM_DATA_DIR", defaultDataDir(getenv)), "data directory (TANDEM_DATA_DIR)")
 	fs.StringVar(&o.token, "token", env("TANDEM_TOKEN", ""), "bearer token; generated into DATA_DIR/token when empty (TANDEM_TOKEN)")
 	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", "echo"), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL)")
 	fs.StringVar(&o.logLevel, "log-level", env("TANDEM_LOG_LEVEL", "info"), "debug, info, warn or error (TANDEM_LOG_LEVEL)")
+	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
 		name string
@@ -139,6 +166,19 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
+	}
+	// A model the server cannot build is refused now, not at each run.
+	if _, _, err := provider.Resolve(o.model); err != nil {
+		return o, fmt.Errorf("--model (TANDEM_MODEL): %w", err)
+	}
+	for _, origin := range strings.Split(*origins, ",") {
+		if origin = strings.TrimSpace(origin); origin == "" {
+			continue
+		}
+		if _, err := httpapi.CheckOrigin(origin); err != nil {
+			return o, fmt.Errorf("--allowed-origins: %w", err)
+		}
+		o.allowedOrigins = append(o.allowedOrigins, origin)
 	}
 	return o, nil
 }
@@ -193,11 +233,19 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "tandem serve: refusing to listen on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.addr)
 		return 2
 	}
+	// The data dir is taken before anything is read from it or written to
+	// it: a second server must stop here, before it touches the token.
+	dir, err := server.OpenDataDir(o.dataDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve:", err)
+		return 1
+	}
 	token := o.token
 	if token == "" {
 		var path string
-		token, path, err = server.LoadOrCreateToken(o.dataDir)
+		token, path, err = server.LoadOrCreateToken(dir.Path())
 		if err != nil {
+			dir.Close()
 			fmt.Fprintln(stderr, "tandem serve:", err)
 			return 1
 		}
@@ -207,20 +255,24 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, server.Config{
-		DataDir:      o.dataDir,
-		Token:        token,
-		DefaultModel: o.model,
-		CreateGrace:  o.createGrace,
-		DetachGrace:  o.detachGrace,
-		Heartbeat:    o.heartbeat,
-		Logger:       logger,
+		Dir:            dir,
+		Token:          token,
+		DefaultModel:   o.model,
+		CreateGrace:    o.createGrace,
+		DetachGrace:    o.detachGrace,
+		Heartbeat:      o.heartbeat,
+		AllowedOrigins: o.allowedOrigins,
+		Logger:         logger,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	ln, err := srv.Listen(o.addr)
 	if err != nil {
+		if isAddrInUse(err) {
+			err = fmt.Errorf("%w\n%s", err, whoListens(o.addr, getenv))
+		}
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		_ = srv.Shutdown(context.Background())
 		return 1
@@ -248,4 +300,28 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		logger.Error("serve", "err", err)
 	}
 	return code
+}
+
+// isAddrInUse reports whether a listen failed because the port is taken.
+func isAddrInUse(err error) bool {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	// Windows says WSAEADDRINUSE in its own words.
+	return strings.Contains(msg, "address already in use") || strings.Contains(msg, "only one usage of each socket address")
+}
+
+// whoListens says which process to look for when addr is taken: a tandem
+// server of the default data dir if it is the one, else how to find out.
+func whoListens(addr string, getenv func(string) string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	dir := defaultDataDir(getenv)
+	if info, ok, err := server.RunningServer(dir, 0); err == nil && ok {
+		if u, err := url.Parse(info.URL); err == nil && u.Port() == port {
+			return fmt.Sprintf("tandem pid %d (data dir %s) listens there, as its server.json says: stop it, or pick another --addr (port 0 picks a free one)", info.PID, dir)
+		}
+	}
+	return fmt.Sprintf("another process listens on port %s. A tandem server names its pid and URL in its data dir's server.json (%s for the default data dir); `lsof -i :%s` names any process. Stop it, or pick another --addr (port 0 picks a free one).",
+		port, filepath.Join(dir, "server.json"), port)
 }

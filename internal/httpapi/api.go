@@ -4,12 +4,16 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,19 +29,31 @@ import (
 // DefaultMaxBody is the request body limit when Config.MaxBody is zero.
 const DefaultMaxBody = 16 << 20
 
+// DefaultBodyTimeout is how long a request body may take to arrive after its
+// headers when Config.BodyTimeout is zero.
+const DefaultBodyTimeout = 30 * time.Second
+
 // Config wires the API to the domain.
 type Config struct {
 	Token        string
 	Version      string
 	DefaultModel string
 	MaxBody      int64
-	Workspaces   *workspace.Manager
-	Sessions     *session.Service
-	Agent        Agent
-	Logger       *slog.Logger
-	// App, when set, serves every GET or HEAD outside /v1 (the web app and
-	// its assets) without a token.
-	App http.Handler
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers; 0 means DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// AllowedOrigins are the origins besides the server's own whose
+	// browser requests are served (CORS), in any form CheckOrigin accepts;
+	// invalid ones are ignored (the server checks them at start).
+	AllowedOrigins []string
+	// App serves the web app: GET and HEAD of / and of any path outside /v1,
+	// without a token and under the same origin and host checks. nil leaves
+	// those paths 404.
+	App        http.Handler
+	Workspaces *workspace.Manager
+	Sessions   *session.Service
+	Agent      Agent
+	Logger     *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -45,7 +61,14 @@ type API struct {
 	cfg      Config
 	log      *slog.Logger
 	token    [32]byte
+	origins  map[string]struct{} // AllowedOrigins, normalized
 	stopping atomic.Bool
+
+	// active counts the handlers running, so a shutdown that had to close
+	// connections under them can wait for them before the store closes.
+	mu     sync.Mutex
+	active int
+	idle   chan struct{} // closed when active drops to 0; nil while idle
 }
 
 // New returns the API for cfg.
@@ -53,28 +76,72 @@ func New(cfg Config) *API {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token))}
+	origins := make(map[string]struct{}, len(cfg.AllowedOrigins))
+	for _, o := range cfg.AllowedOrigins {
+		if n, err := CheckOrigin(o); err == nil {
+			origins[n] = struct{}{}
+		}
+	}
+	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token)), origins: origins}
 }
 
 // BeginShutdown makes every later request but health answer 503 shutting_down.
 func (a *API) BeginShutdown() { a.stopping.Store(true) }
 
+// Wait waits until no handler is running, or ctx ends.
+func (a *API) Wait(ctx context.Context) error {
+	a.mu.Lock()
+	if a.active == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("handlers still running: %w", ctx.Err())
+	}
+}
+
+// track counts the request among the running handlers for Wait.
+func (a *API) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.active++
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			a.active--
+			if a.active == 0 && a.idle != nil {
+				close(a.idle)
+				a.idle = nil
+			}
+			a.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Handler returns the root handler.
 func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(a.logRequests, a.recoverer, a.limitBody)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if a.cfg.App != nil && !isAPIPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			a.cfg.App.ServeHTTP(w, r)
-			return
-		}
-		a.writeError(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
+	routes := &routeTable{}
+	r.Use(a.track, a.logRequests, a.recoverer, a.guard(routes), a.limitBody)
+	// The app is what no route takes, so it can never shadow one of /v1.
+	r.NotFound(a.serveApp)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		a.reject(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/v1/health", a.health)
 	r.Get("/v1/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
@@ -116,6 +183,10 @@ func (a *API) Handler() http.Handler {
 			r.Get("/sessions/{sid}", a.agentStatus)
 		})
 	})
+	if err := routes.fill(r); err != nil {
+		// Walk fails only on a malformed router, which is a bug here.
+		panic(fmt.Sprintf("httpapi: list routes: %v", err))
+	}
 	return r
 }
 
@@ -134,16 +205,12 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		// Comparing digests keeps the comparison constant-time whatever the lengths.
 		sum := sha256.Sum256([]byte(given))
 		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			a.writeError(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
+			a.reject(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
-
-// isAPIPath reports whether p belongs to the API, whose unknown routes answer
-// the contract's JSON errors rather than the app's pages.
-func isAPIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
 func isStreamRoute(r *http.Request) bool {
 	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/workspaces/") && strings.HasSuffix(r.URL.Path, "/events") &&
@@ -153,18 +220,67 @@ func isStreamRoute(r *http.Request) bool {
 func (a *API) refuseWhileStopping(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.stopping.Load() {
-			a.writeError(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+			a.reject(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// limitBody bounds the request body in size and in time: it must arrive
+// within BodyTimeout of the headers. The deadline is the connection's read
+// deadline, set only while a body is on its way: left on the connection of a
+// streaming GET, it would end the stream (net/http's background read would
+// fail and cancel the request).
 func (a *API) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hasBody(r) {
+			rc := http.NewResponseController(w)
+			// Not every connection supports deadlines (ErrNotSupported);
+			// such a body is bounded by the server's own timeouts only.
+			if rc.SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hasBody reports whether a request body may still be on its way.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
+// deadlineBody lifts the body's read deadline once the body has arrived, so
+// a handler that runs long afterwards keeps its connection (and its
+// request's context, which net/http cancels when a read fails).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// reject answers a request before its body is read: a missing token, a
+// refused origin, a route that does not exist. A body still on its way is not
+// waited for: the connection is closed after the answer, and its read
+// deadline is moved to now so that net/http, which drains what is left of a
+// body before it reuses or closes a connection, does not wait for it either.
+func (a *API) reject(w http.ResponseWriter, r *http.Request, err error) {
+	if hasBody(r) {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	a.writeError(w, r, err)
 }
 
 // statusWriter records the status for the request log. It unwraps so

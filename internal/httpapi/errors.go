@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
@@ -76,6 +77,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// errBodyTimeout is decode's error for a body that did not arrive in time.
+var errBodyTimeout = errors.New("request body did not arrive in time")
+
 // decode reads a JSON body strictly into v: unknown fields, wrong types and
 // trailing data are errors naming what is wrong. An empty body counts as {}
 // because routes with optional bodies (cancel, delete) must accept it.
@@ -85,6 +89,10 @@ func decode(r *http.Request, v any) error {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return tandem.Errorf(proto.CodeBodyTooLarge, "body is larger than %d bytes", tooLarge.Limit)
+		}
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			return errBodyTimeout
 		}
 		return tandem.Errorf(proto.CodeInvalidJSON, "read body: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -17,6 +18,11 @@ import (
 // it fails; routes mounted by other packages use it too.
 func (a *API) Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := decode(r, v); err != nil {
+		if errors.Is(err, errBodyTimeout) {
+			// What is left of the body must not be read as the next request.
+			w.Header().Set("Connection", "close")
+			err = tandem.Errorf(proto.CodeInvalidJSON, "the request body did not arrive within %s of its headers", a.cfg.BodyTimeout)
+		}
 		a.writeError(w, r, err)
 		return false
 	}
@@ -111,18 +117,12 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		opts.SessionID = sid
 		a.cfg.Sessions.Join(sid, clientID)
 	}
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = q.Get("last_event_id")
+	n, resume, err := parseLastEventID(r.Header.Get("Last-Event-ID"), q.Get("last_event_id"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
 	}
-	if last != "" {
-		n, err := strconv.ParseInt(last, 10, 64)
-		if err != nil || n < 0 {
-			a.writeError(w, r, tandem.Invalid("Last-Event-ID must be a non-negative integer, got %q", last))
-			return
-		}
-		opts.LastEventID, opts.Resume = n, true
-	}
+	opts.LastEventID, opts.Resume = n, resume
 	err = ws.Stream(r.Context(), w, opts)
 	var te *tandem.Error
 	if errors.As(err, &te) {
@@ -133,6 +133,27 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Debug("stream ended", "workspace_id", ws.ID, "client_id", clientID, "err", err)
 	}
+}
+
+// parseLastEventID reads the resume point of a stream: the Last-Event-ID
+// header, else the last_event_id query parameter (for clients that cannot set
+// headers). resume is false when neither is given.
+func parseLastEventID(header, query string) (n int64, resume bool, err error) {
+	last := strings.TrimSpace(header)
+	if last == "" {
+		last = strings.TrimSpace(query)
+	}
+	if last == "" {
+		return 0, false, nil
+	}
+	n, perr := strconv.ParseInt(last, 10, 64)
+	if perr != nil || n < 0 {
+		if len(last) > 64 {
+			last = last[:64] + "..."
+		}
+		return 0, false, tandem.Invalid("Last-Event-ID must be a non-negative integer, got %q", last)
+	}
+	return n, true, nil
 }
 
 func (a *API) createSession(w http.ResponseWriter, r *http.Request) {

@@ -161,20 +161,51 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, c.String()) }
 // "openai/meta-llama/Llama-3-8B" keep their own slashes). Only echo may omit
 // the model name.
 func Resolve(model string) (typ, name string, err error) {
-	typ, name, _ = strings.Cut(strings.TrimSpace(model), "/")
+	typ, name, slash := strings.Cut(strings.TrimSpace(model), "/")
 	switch typ {
 	case TypeEcho:
 		return typ, name, nil
 	case TypeOpenAI, TypeAzure, TypeAnthropic:
 		if name == "" {
-			return "", "", fmt.Errorf("model %q: missing the model name after %q (want PROVIDER/MODEL)", model, typ+"/")
+			return "", "", fmt.Errorf("model %q: missing the model name after %q (want PROVIDER/MODEL, e.g. %s)", model, typ+"/", example(typ))
 		}
 		return typ, name, nil
 	case "":
-		return "", "", fmt.Errorf("model %q: empty provider (want PROVIDER/MODEL, e.g. openai/gpt-4.1)", model)
-	default:
-		return "", "", fmt.Errorf("model %q: unknown provider %q (want openai, anthropic or echo)", model, typ)
+		return "", "", fmt.Errorf("model %q: empty provider (want PROVIDER/MODEL, e.g. openai/gpt-4.1; providers: %s)", model, providerList)
 	}
+	if !slash {
+		// "gpt-4": a model name where PROVIDER/MODEL was wanted.
+		return "", "", fmt.Errorf("model %q names no provider: want PROVIDER/MODEL, e.g. openai/%s (providers: %s)", model, typ, providerList)
+	}
+	return "", "", fmt.Errorf("model %q: unknown provider %q (want %s)", model, typ, providerList)
+}
+
+// providerList names every provider type, for messages.
+const providerList = "openai, azure, anthropic or echo"
+
+func example(typ string) string {
+	switch typ {
+	case TypeAnthropic:
+		return "anthropic/claude-sonnet-4-5"
+	case TypeAzure:
+		return "azure/DEPLOYMENT"
+	}
+	return "openai/gpt-4.1"
+}
+
+// KeyVariable is the environment variable FromEnv reads typ's API key from:
+// what to tell a user whose model refused a request without a key. It is ""
+// for echo, which needs none.
+func KeyVariable(typ string) string {
+	switch typ {
+	case TypeOpenAI:
+		return "OPENAI_API_KEY"
+	case TypeAzure:
+		return "AZURE_OPENAI_API_KEY"
+	case TypeAnthropic:
+		return "ANTHROPIC_API_KEY"
+	}
+	return ""
 }
 
 // FromEnv fills a Config for typ from the environment through getenv
@@ -191,14 +222,14 @@ func FromEnv(typ string, getenv func(string) string) Config {
 	cfg := Config{Type: typ}
 	switch typ {
 	case TypeOpenAI:
-		cfg.APIKey = strings.TrimSpace(getenv("OPENAI_API_KEY"))
+		cfg.APIKey = strings.TrimSpace(getenv(KeyVariable(typ)))
 		cfg.BaseURL = strings.TrimSpace(getenv("OPENAI_BASE_URL"))
 	case TypeAzure:
-		cfg.APIKey = strings.TrimSpace(getenv("AZURE_OPENAI_API_KEY"))
+		cfg.APIKey = strings.TrimSpace(getenv(KeyVariable(typ)))
 		cfg.BaseURL = strings.TrimSpace(getenv("AZURE_OPENAI_ENDPOINT"))
 		cfg.AzureAPIVersion = strings.TrimSpace(getenv("OPENAI_API_VERSION"))
 	case TypeAnthropic:
-		cfg.APIKey = strings.TrimSpace(getenv("ANTHROPIC_API_KEY"))
+		cfg.APIKey = strings.TrimSpace(getenv(KeyVariable(typ)))
 		cfg.BaseURL = strings.TrimSpace(getenv("ANTHROPIC_BASE_URL"))
 	}
 	return cfg

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/agent"
@@ -28,12 +29,21 @@ import (
 	"github.com/tandem-dev/tandem/web"
 )
 
+// httpGrace is how long Shutdown lets requests in flight finish before it
+// closes every connection left.
+const httpGrace = time.Second
+
 // Version is the server's version string.
 const Version = "0.1.0"
 
 // Config configures a Server. Zero durations take the contract's defaults.
 type Config struct {
-	DataDir      string
+	DataDir string
+	// Dir is the data dir already opened (and locked) with OpenDataDir, for
+	// callers that need it before the server exists (to read the token
+	// only once no other server can write it). The server owns it from New
+	// on, failure included. nil means New opens DataDir.
+	Dir          *DataDir
 	Token        string
 	DefaultModel string
 	CreateGrace  time.Duration
@@ -43,6 +53,15 @@ type Config struct {
 	StreamQueueBytes int
 	// MaxBody bounds request bodies; 0 means 16 MiB.
 	MaxBody int64
+	// AllowedOrigins are the browser origins, besides the server's own,
+	// allowed to call the API (--allowed-origins).
+	AllowedOrigins []string
+	// App serves the web app on / and every path outside /v1; nil serves
+	// the one embedded in the binary (package web).
+	App http.Handler
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers; 0 means 30 s.
+	BodyTimeout time.Duration
 	// Getenv reads provider settings (OPENAI_API_KEY...); nil means os.Getenv.
 	Getenv func(string) string
 	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
@@ -61,6 +80,7 @@ type Server struct {
 	runs       *coordinator.Coordinator
 	api        *httpapi.API
 	http       *http.Server
+	dir        *DataDir
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -83,17 +103,34 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
+	var bad error
 	if cfg.Token == "" {
-		return nil, errors.New("server needs a token")
+		bad = errors.New("server needs a token")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	for _, o := range cfg.AllowedOrigins {
+		if _, err := httpapi.CheckOrigin(o); err != nil && bad == nil {
+			bad = fmt.Errorf("allowed origins: %w", err)
+		}
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "tandem.db"))
+	if bad != nil {
+		if cfg.Dir != nil {
+			cfg.Dir.Close()
+		}
+		return nil, bad
+	}
+	dir := cfg.Dir
+	if dir == nil {
+		var err error
+		if dir, err = OpenDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(dir.Path(), "tandem.db"))
 	if err != nil {
+		dir.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: db}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: db, dir: dir}
 	s.hub = hub.New(hub.Config{
 		QueueBytes: cfg.StreamQueueBytes,
 		Heartbeat:  cfg.Heartbeat,
@@ -142,28 +179,36 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// Runs a crash left half done end now, before anyone can see the gap.
 	if err := s.runs.Recover(ctx); err != nil {
 		db.Close()
+		dir.Close()
 		return nil, err
 	}
 	s.workspaces.SetHooks(workspace.Hooks{
 		Closed:     s.runs.WorkspaceClosed,
 		ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
 	})
+	app := cfg.App
+	if app == nil {
+		app = web.Handler()
+	}
 	s.api = httpapi.New(httpapi.Config{
-		Token:        cfg.Token,
-		Version:      Version,
-		DefaultModel: cfg.DefaultModel,
-		MaxBody:      cfg.MaxBody,
-		Workspaces:   s.workspaces,
-		Sessions:     s.sessions,
-		Agent:        s.runs,
-		Logger:       cfg.Logger,
-		App:          web.Handler(),
+		Token:          cfg.Token,
+		Version:        Version,
+		DefaultModel:   cfg.DefaultModel,
+		MaxBody:        cfg.MaxBody,
+		BodyTimeout:    cfg.BodyTimeout,
+		AllowedOrigins: cfg.AllowedOrigins,
+		App:            app,
+		Workspaces:     s.workspaces,
+		Sessions:       s.sessions,
+		Agent:          s.runs,
+		Logger:         cfg.Logger,
 	})
 	s.http = &http.Server{
 		Handler: s.api.Handler(),
 		// No WriteTimeout: it would cut every stream. The hub sets a write
 		// deadline per write instead.
 		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       httpapi.BaseContext,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
@@ -173,6 +218,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler is the server's root HTTP handler (tests serve it with httptest).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
+// Listen listens on addr and records the listener's URL in
+// DATA_DIR/server.json, where client commands look for the server.
+func (s *Server) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.dir.Publish(LocalURL(ln.Addr())); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	err := s.http.Serve(ln)
@@ -180,6 +239,23 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// LocalURL is the URL a client on this machine reaches a listener at: an
+// unspecified address (0.0.0.0, ::) is reached on loopback.
+func LocalURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := tcp.IP
+	switch {
+	case ip == nil || ip.Equal(net.IPv4zero):
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.Equal(net.IPv6unspecified):
+		ip = net.IPv6loopback
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }
 
 // Shutdown stops accepting work, tells every stream the workspace is closing,
@@ -193,11 +269,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.hub.Close()
-	if err := s.http.Shutdown(ctx); err != nil {
+	// Shutdown waits for every connection to go idle, but a connection that
+	// never sent a request (browsers pre-connect), or whose headers or body
+	// trickle in, is never idle: after a grace for the requests in flight,
+	// what is left is closed. That is the normal end of such a client, not
+	// a failed shutdown.
+	gctx, cancel := context.WithTimeout(ctx, httpGrace)
+	err := s.http.Shutdown(gctx)
+	cancel()
+	if err != nil {
+		s.log.Debug("closing the connections left after the grace", "err", err)
+		_ = s.http.Close()
+	}
+	// Close does not wait for handlers: they end as their connections fail,
+	// and must be done before the store closes under them.
+	if err := s.api.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
+	}
+	// Last: the data dir is free for another server once the database is.
+	if err := s.dir.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("release data dir: %w", err))
 	}
 	return errors.Join(errs...)
 }

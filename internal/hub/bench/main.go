@@ -21,7 +21,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -301,14 +300,6 @@ func payload(b []byte, seq int64) []byte {
 		`"data":{"kind":"text","text":"the quick brown fox jumps","ts":`...)
 	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
 	return append(b, "}}"...)
-}
-
-func rusage() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func dur(ns int64) string {

@@ -5,8 +5,11 @@
 package registry
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/provider/anthropic"
@@ -36,24 +39,51 @@ func New(cfg provider.Config, opts ...Option) (provider.Provider, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var p provider.Provider
 	switch cfg.Type {
 	// Each branch checks err itself: returning a nil *T as a provider.Provider
 	// would make a non-nil interface.
 	case provider.TypeOpenAI, provider.TypeAzure:
-		p, err := openai.New(cfg, openai.WithHTTPClient(o.httpClient))
+		if cfg.Type == provider.TypeAzure && strings.TrimSpace(cfg.BaseURL) == "" {
+			return nil, errors.New("azure provider: no endpoint: set AZURE_OPENAI_ENDPOINT (or the provider's base_url) to the resource endpoint, e.g. https://NAME.openai.azure.com")
+		}
+		op, err := openai.New(cfg, openai.WithHTTPClient(o.httpClient))
 		if err != nil {
 			return nil, err
 		}
-		return p, nil
+		p = op
 	case provider.TypeAnthropic:
-		p, err := anthropic.New(cfg, anthropic.WithHTTPClient(o.httpClient))
+		ap, err := anthropic.New(cfg, anthropic.WithHTTPClient(o.httpClient))
 		if err != nil {
 			return nil, err
 		}
-		return p, nil
+		p = ap
 	case provider.TypeEcho:
 		return echo.New(cfg), nil
 	default:
 		return nil, fmt.Errorf("unknown provider type %q (want openai, azure, anthropic or echo)", cfg.Type)
 	}
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		// No key is fine for a local server (Ollama, llama.cpp); for one that
+		// wants a key, the refusal says which variable would have given it.
+		p = keyHint{Provider: p, variable: provider.KeyVariable(cfg.Type)}
+	}
+	return p, nil
+}
+
+// keyHint adds to a provider's authentication failures what to set, for a
+// provider built without an API key.
+type keyHint struct {
+	provider.Provider
+	variable string
+}
+
+func (k keyHint) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
+	resp, err := k.Provider.Stream(ctx, req, onDelta)
+	if pe, ok := provider.AsError(err); ok && pe.Code == provider.CodeAuth {
+		hinted := *pe
+		hinted.Message = fmt.Sprintf("%s (no API key was sent: set %s)", pe.Message, k.variable)
+		return resp, &hinted
+	}
+	return resp, err
 }

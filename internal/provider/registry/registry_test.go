@@ -82,3 +82,34 @@ func TestEchoThroughRegistry(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A provider built without an API key whose server refuses the request says
+// which variable to set; a provider with a key is left alone.
+func TestMissingKeyNamesTheVariable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"missing credentials","type":"authentication_error"}}`)
+	}))
+	defer srv.Close()
+	req := provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Text: "hi"}}}
+	for typ, variable := range map[string]string{"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"} {
+		p, err := registry.New(provider.Config{Type: typ, BaseURL: srv.URL})
+		require.NoError(t, err, typ)
+		_, err = p.Stream(context.Background(), req, nil)
+		pe, ok := provider.AsError(err)
+		require.True(t, ok, "%s: %v", typ, err)
+		require.Equal(t, provider.CodeAuth, pe.Code, typ)
+		require.Contains(t, pe.Message, "set "+variable, typ)
+
+		p, err = registry.New(provider.Config{Type: typ, BaseURL: srv.URL, APIKey: "k"})
+		require.NoError(t, err, typ)
+		_, err = p.Stream(context.Background(), req, nil)
+		pe, ok = provider.AsError(err)
+		require.True(t, ok, "%s: %v", typ, err)
+		require.NotContains(t, pe.Message, variable, "%s: a key was sent, it was wrong", typ)
+	}
+
+	_, err := registry.New(provider.Config{Type: "azure"})
+	require.ErrorContains(t, err, "AZURE_OPENAI_ENDPOINT")
+}

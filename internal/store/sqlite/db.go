@@ -77,6 +77,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := protectFiles(abs); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 
 	writer, err := sql.Open("sqlite", dsn(abs, false))
 	if err != nil {
@@ -112,6 +115,28 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	db := &DB{writer: writer, reader: reader, batch: newBatcher(writer), reads: &stmtCache{db: reader}}
 	db.checkpoints = newCheckpointer(abs)
 	return db, nil
+}
+
+// protectFiles makes the database file and its companions readable by their
+// owner only: they hold session transcripts. SQLite creates the -wal, -shm
+// and -journal files with the mode of the database file, so creating that
+// file 0600 before SQLite does covers them; files a looser umask or an older
+// version left are tightened.
+func protectFiles(abs string) error {
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		err := os.Chmod(abs+suffix, 0o600)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("protect %s: %w", filepath.Base(abs+suffix), err)
+		}
+	}
+	return nil
 }
 
 // dsn builds a file: URI so that any character in path ('?', '#', '%') is
