@@ -226,9 +226,3 @@ func TestAppIsServedOutsideV1WithoutAToken(t *testing.T) {
 	assert.Equal(t, "GET, HEAD", resp.Header.Get("Access-Control-Allow-Methods"))
 }
 
-func TestNoAppMeansNotFound(t *testing.T) {
-	e := startEnv(t)
-	resp, raw := e.browser(browserReq{method: "GET", path: "/"})
-	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
-	assert.Equal(t, proto.CodeNotFound, errorCode(t, raw))
-}

@@ -30,17 +30,22 @@ func TestServesWebApp(t *testing.T) {
 	assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
 	assert.True(t, strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html"))
 
-	for _, tc := range []struct{ method, path string }{
-		{http.MethodGet, "/v1/nope"},
-		{http.MethodGet, "/v1"},
-		{http.MethodPost, "/"},
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{http.MethodGet, "/v1/nope", http.StatusNotFound, proto.CodeNotFound},
+		{http.MethodGet, "/v1", http.StatusNotFound, proto.CodeNotFound},
+		// The app's pages are only read.
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, proto.CodeMethodNotAllowed},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
-		require.Equal(t, http.StatusNotFound, rec.Code, tc)
+		require.Equal(t, tc.status, rec.Code, tc)
 		var body proto.ErrorBody
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), tc)
-		assert.Equal(t, proto.CodeNotFound, body.Error.Code, tc)
+		assert.Equal(t, tc.code, body.Error.Code, tc)
 	}
 
 	// The API still wants its token.
