@@ -109,13 +109,19 @@ type Response struct {
 	Reasoning    string
 	ToolCalls    []ToolCall
 	FinishReason string // FinishEndTurn, FinishToolUse or FinishMaxTokens
+	// Usage is what the request consumed, as the provider reported it
+	// (zero when it reported nothing; see Usage).
+	Usage Usage
 }
 
 // Provider streams one model step. It calls onDelta for each text/reasoning
 // delta as it arrives (from the calling goroutine, so onDelta needs no locking
 // of its own), and returns the whole step when the stream ends. A canceled ctx
 // makes Stream return promptly with an error that wraps ctx.Err(). Any other
-// failure is a *Error. Implementations are safe for concurrent use.
+// failure is a *Error. On an error, the Response holds nothing but the Usage
+// the provider reported before the failure, if any (Anthropic counts the
+// input at the start of its stream): a canceled request is billed too.
+// Implementations are safe for concurrent use.
 type Provider interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error)
 }

@@ -126,20 +126,37 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 			stopped = true
 		}
 	}
+	// What message_start counted is billed even when the stream fails.
+	partial := provider.Response{Usage: usageOf(msg.Usage)}
 	if err := stream.Err(); err != nil {
 		if ctx.Err() != nil {
-			return provider.Response{}, provider.CanceledError(ctx, name)
+			return partial, provider.CanceledError(ctx, name)
 		}
-		return provider.Response{}, p.mapError(err)
+		return partial, p.mapError(err)
 	}
 	if ctx.Err() != nil {
-		return provider.Response{}, provider.CanceledError(ctx, name)
+		return partial, provider.CanceledError(ctx, name)
 	}
 	if !stopped {
 		// A clean EOF without message_stop is a cut connection, not an answer.
-		return provider.Response{}, provider.TruncatedError(name)
+		return partial, provider.TruncatedError(name)
 	}
 	return toResponse(msg), nil
+}
+
+// usageOf maps the Messages API's usage to Usage's convention, where the
+// input count includes the cached tokens: Anthropic counts cache reads and
+// writes apart from input_tokens. message_start reports the input (and an
+// output of a token or so); message_delta then reports cumulative totals,
+// which msg.Accumulate keeps.
+func usageOf(u sdk.Usage) provider.Usage {
+	return provider.Usage{
+		InputTokens:      u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+		ReasoningTokens:  u.OutputTokensDetails.ThinkingTokens,
+	}
 }
 
 func toResponse(msg sdk.Message) provider.Response {
@@ -160,6 +177,7 @@ func toResponse(msg sdk.Message) provider.Response {
 		}
 	}
 	resp.Text, resp.Reasoning = text.String(), reasoning.String()
+	resp.Usage = usageOf(msg.Usage)
 	switch msg.StopReason {
 	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
 		resp.FinishReason = provider.FinishMaxTokens

@@ -32,6 +32,15 @@
 // Request.MaxTokens, when set, caps the number of deltas; a longer answer is
 // cut there with finish max_tokens. Everything honours ctx: a canceled ctx
 // returns ctx.Err() (wrapped) before the next delta.
+//
+// Usage: echo has no tokenizer, so it reports the estimates of package
+// provider (bytes / 4, rounded up): InputTokens is EstimateTokens of the
+// whole request (system prompt, messages, tool definitions), OutputTokens
+// EstimateText of what it answered (text, reasoning, tool call names and
+// arguments), ReasoningTokens that of the reasoning alone. They grow with
+// the conversation as a real model's would, so usage accounting and
+// compaction can be tried offline. A canceled step reports what it counted
+// up to the cancel; /fail reports nothing, like a refused HTTP request.
 package echo
 
 import (
@@ -73,7 +82,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 	if ctx.Err() != nil {
 		return provider.Response{}, provider.CanceledError(ctx, name)
 	}
-	s := &streamer{ctx: ctx, onDelta: onDelta, max: req.MaxTokens}
+	s := &streamer{ctx: ctx, onDelta: onDelta, max: req.MaxTokens, input: provider.EstimateTokens(req)}
 
 	if results := trailingToolResults(req.Messages); len(results) > 0 {
 		var b strings.Builder
@@ -103,7 +112,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 		return s.slow(rest)
 	case "/think":
 		if err := s.emit(provider.DeltaReasoning, rest, 0); err != nil {
-			return provider.Response{}, err
+			return s.finish(err)
 		}
 		return s.finish(s.emit(provider.DeltaText, "echo: "+rest, 0))
 	case "/fail":
@@ -125,6 +134,7 @@ type streamer struct {
 	ctx       context.Context
 	onDelta   func(provider.Delta)
 	max       int // MaxTokens: 0 is no cap
+	input     int64
 	count     int // deltas emitted so far
 	truncated bool
 	text      strings.Builder
@@ -170,12 +180,23 @@ func (s *streamer) delta(kind, piece string, pause time.Duration) error {
 	return nil
 }
 
+// usage estimates what the step consumed so far (see the package comment).
+func (s *streamer) usage() provider.Usage {
+	reasoning := provider.EstimateText(s.reasoning.String())
+	return provider.Usage{
+		InputTokens:     s.input,
+		OutputTokens:    provider.EstimateText(s.text.String()) + reasoning,
+		ReasoningTokens: reasoning,
+	}
+}
+
 // finish turns what was streamed into the Response of a text-only step.
+// On an error it holds only the usage.
 func (s *streamer) finish(err error) (provider.Response, error) {
 	if err != nil {
-		return provider.Response{}, err
+		return provider.Response{Usage: s.usage()}, err
 	}
-	resp := provider.Response{Text: s.text.String(), Reasoning: s.reasoning.String(), FinishReason: provider.FinishEndTurn}
+	resp := provider.Response{Text: s.text.String(), Reasoning: s.reasoning.String(), FinishReason: provider.FinishEndTurn, Usage: s.usage()}
 	if s.truncated {
 		resp.FinishReason = provider.FinishMaxTokens
 	}
@@ -196,14 +217,16 @@ func (s *streamer) toolCall(rest string, n int) (provider.Response, error) {
 		args = json.RawMessage(argText)
 	}
 	if err := s.emit(provider.DeltaText, "calling tool "+toolName, 0); err != nil {
-		return provider.Response{}, err
+		return s.finish(err)
 	}
 	resp, err := s.finish(nil)
 	if err != nil || s.truncated {
 		return resp, err
 	}
-	resp.ToolCalls = []provider.ToolCall{{ID: fmt.Sprintf("call_%d", n), Name: toolName, Arguments: args}}
+	call := provider.ToolCall{ID: fmt.Sprintf("call_%d", n), Name: toolName, Arguments: args}
+	resp.ToolCalls = []provider.ToolCall{call}
 	resp.FinishReason = provider.FinishToolUse
+	resp.Usage.OutputTokens += provider.EstimateText(call.Name) + provider.EstimateText(string(call.Arguments))
 	return resp, nil
 }
 
@@ -222,7 +245,7 @@ func (s *streamer) slow(rest string) (provider.Response, error) {
 	}
 	for i := 1; i <= n && !s.truncated; i++ {
 		if err := s.delta(provider.DeltaText, fmt.Sprintf("tick %d ", i), pause); err != nil {
-			return provider.Response{}, err
+			return s.finish(err)
 		}
 	}
 	return s.finish(nil)

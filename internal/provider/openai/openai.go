@@ -153,9 +153,15 @@ func (p *Provider) consume(ctx context.Context, stream *ssestream.Stream[sdk.Cha
 		text, reasoning strings.Builder
 		calls           = map[int64]*toolCallAcc{}
 		finish          string
+		usage           provider.Usage
 	)
 	for stream.Next() {
 		chunk := stream.Current()
+		if chunk.JSON.Usage.Valid() {
+			// With include_usage the last chunk, whose choices are empty,
+			// carries the whole request's usage; the others carry null.
+			usage = usageOf(chunk.Usage)
+		}
 		for _, choice := range chunk.Choices {
 			// Tandem never asks for n>1, so only the first choice matters.
 			if choice.Index != 0 {
@@ -191,20 +197,20 @@ func (p *Provider) consume(ctx context.Context, stream *ssestream.Stream[sdk.Cha
 	}
 	if err := stream.Err(); err != nil {
 		if ctx.Err() != nil {
-			return provider.Response{}, provider.CanceledError(ctx, p.name)
+			return provider.Response{Usage: usage}, provider.CanceledError(ctx, p.name)
 		}
-		return provider.Response{}, p.mapError(err)
+		return provider.Response{Usage: usage}, p.mapError(err)
 	}
 	if ctx.Err() != nil {
-		return provider.Response{}, provider.CanceledError(ctx, p.name)
+		return provider.Response{Usage: usage}, provider.CanceledError(ctx, p.name)
 	}
 	if finish == "" {
 		// The SDK treats a clean EOF like [DONE]; only finish_reason proves the
 		// model got to the end of its answer.
-		return provider.Response{}, provider.TruncatedError(p.name)
+		return provider.Response{Usage: usage}, provider.TruncatedError(p.name)
 	}
 
-	resp := provider.Response{Text: text.String(), Reasoning: reasoning.String()}
+	resp := provider.Response{Text: text.String(), Reasoning: reasoning.String(), Usage: usage}
 	indexes := make([]int64, 0, len(calls))
 	for i := range calls {
 		indexes = append(indexes, i)
@@ -225,6 +231,17 @@ func (p *Provider) consume(ctx context.Context, stream *ssestream.Stream[sdk.Cha
 	}
 	resp.FinishReason = mapFinish(finish, len(resp.ToolCalls) > 0)
 	return resp, nil
+}
+
+// usageOf maps Chat Completions usage, whose convention is Usage's own:
+// cached and reasoning tokens are parts of the prompt and completion counts.
+func usageOf(u sdk.CompletionUsage) provider.Usage {
+	return provider.Usage{
+		InputTokens:     u.PromptTokens,
+		OutputTokens:    u.CompletionTokens,
+		CacheReadTokens: u.PromptTokensDetails.CachedTokens,
+		ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens,
+	}
 }
 
 // mapFinish maps OpenAI finish reasons. A step with tool calls is a tool_use
@@ -264,7 +281,13 @@ func buildParams(req provider.Request) (sdk.ChatCompletionNewParams, error) {
 	if strings.TrimSpace(req.Model) == "" {
 		return sdk.ChatCompletionNewParams{}, errors.New("no model name given")
 	}
-	params := sdk.ChatCompletionNewParams{Model: req.Model}
+	params := sdk.ChatCompletionNewParams{
+		Model: req.Model,
+		// Usage comes in a last chunk only when asked for. Servers that do
+		// not know the option (it is years old; Ollama, vLLM, llama.cpp and
+		// Azure since 2024-10-21 take it) answer without usage.
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+	}
 	if req.System != "" {
 		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
 	}
