@@ -331,7 +331,11 @@ func (p *Provider) mapError(err error) *provider.Error {
 			// An "error" event inside a 200 stream: only its type says what broke.
 			out = typedError(string(apiErr.Type()), msg)
 		} else {
-			out = provider.StatusError(status, name+": "+orStatus(msg, status))
+			var header http.Header
+			if apiErr.Response != nil {
+				header = apiErr.Response.Header
+			}
+			out = provider.APIError(status, header, "", name+": "+orStatus(msg, status))
 		}
 	} else {
 		out = provider.TransportError(name, err)

@@ -266,7 +266,8 @@ func failure(rest string) *provider.Error {
 
 func isCode(s string) bool {
 	switch s {
-	case provider.CodeAuth, provider.CodeRateLimited, provider.CodeUnavailable, provider.CodeBadRequest, provider.CodeError:
+	case provider.CodeAuth, provider.CodeRateLimited, provider.CodeUnavailable, provider.CodeBadRequest, provider.CodeError,
+		provider.CodeContextExceeded:
 		return true
 	}
 	return false

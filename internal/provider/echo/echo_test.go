@@ -207,6 +207,12 @@ func TestEchoFail(t *testing.T) {
 	require.True(t, pe.Retryable)
 	require.Contains(t, pe.Message, "slow down")
 
+	_, _, err = run(t, provider.Request{Messages: user("/fail model_context_exceeded prompt is too long")})
+	pe, ok = provider.AsError(err)
+	require.True(t, ok)
+	require.Equal(t, provider.CodeContextExceeded, pe.Code)
+	require.False(t, pe.Retryable)
+
 	_, _, err = run(t, provider.Request{Messages: user("/fail the disk is on fire")})
 	pe, ok = provider.AsError(err)
 	require.True(t, ok)

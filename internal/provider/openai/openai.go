@@ -395,7 +395,11 @@ func (p *Provider) mapError(err error) *provider.Error {
 		if msg == "" {
 			msg = http.StatusText(apiErr.StatusCode)
 		}
-		out = provider.StatusError(apiErr.StatusCode, p.name+": "+msg)
+		var header http.Header
+		if apiErr.Response != nil {
+			header = apiErr.Response.Header
+		}
+		out = provider.APIError(apiErr.StatusCode, header, apiErr.Code, p.name+": "+msg)
 	case errors.As(err, &streamErr):
 		// An error object sent inside a 200 stream (OpenRouter, vLLM do this
 		// for upstream failures): the status is in the object when there is one.
@@ -422,6 +426,11 @@ func streamEventError(name string, data []byte) *provider.Error {
 	}
 	if status, ok := body.Error.Code.(float64); ok && status >= 400 && status < 600 {
 		return provider.StatusError(int(status), name+": "+msg)
+	}
+	if code, _ := body.Error.Code.(string); code == "context_length_exceeded" {
+		e := provider.APIError(http.StatusBadRequest, nil, code, name+": "+msg)
+		e.Status = 0 // the HTTP status was 200; the code carries the meaning
+		return e
 	}
 	switch body.Error.Type {
 	case "rate_limit_exceeded", "rate_limit_error":
