@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // step is one scripted model response.
@@ -22,7 +25,31 @@ type step struct {
 	hold chan struct{}
 	// cut ends the stream after the first content chunk, without finishing it.
 	cut bool
+	// header is set on the answer (Retry-After on a 429, for instance).
+	header map[string]string
+	// errBody, with status, replaces the scripted error body.
+	errBody string
+	// usage is what the model reports; nil reports defaultUsage. See
+	// fakeUsage for how it goes on the wire.
+	usage *fakeUsage
 }
+
+// fakeUsage is the usage a fake model reports, in provider.Usage's
+// convention: Input counts every input token, cached or not, and Output
+// every output token, reasoning included. On the wire the OpenAI flavor
+// sends it as is (prompt_tokens, cached_tokens, reasoning_tokens; cache
+// writes are not an OpenAI notion and are dropped) in a last chunk, and only
+// when the request asked for it with stream_options.include_usage, as
+// OpenAI does. The Anthropic flavor sends input_tokens without the cached
+// tokens (Input - CacheRead - CacheWrite), cache_read_input_tokens and
+// cache_creation_input_tokens in message_start, and output_tokens (with
+// thinking_tokens) in message_delta, as Anthropic does.
+type fakeUsage struct {
+	Input, Output, CacheRead, CacheWrite, Reasoning int64
+}
+
+// defaultUsage is what a step reports when its script says nothing.
+var defaultUsage = fakeUsage{Input: 100, Output: 20, CacheRead: 40, CacheWrite: 10, Reasoning: 5}
 
 type scriptedCall struct {
 	ID, Name, Args string
@@ -39,6 +66,8 @@ type fakeModel struct {
 	script   func(n int, req map[string]any) step
 	requests []recorded
 	started  chan int // receives the index of each request as it arrives
+	// conns counts the TCP connections the server accepted.
+	conns atomic.Int64
 }
 
 type recorded struct {
@@ -46,14 +75,24 @@ type recorded struct {
 	Header  http.Header
 	Body    map[string]any
 	RawBody string
+	At      time.Time // when the request arrived
 }
 
 func newFakeModel(t *testing.T, flavor string, script func(n int, req map[string]any) step) *fakeModel {
 	f := &fakeModel{t: t, flavor: flavor, script: script, started: make(chan int, 1000)}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
+
+// Connections returns how many TCP connections the server has accepted.
+func (f *fakeModel) Connections() int64 { return f.conns.Load() }
 
 // reply answers every request with the same text.
 func reply(text ...string) func(int, map[string]any) step {
@@ -74,15 +113,23 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(raw, &body)
 	f.mu.Lock()
 	n := len(f.requests)
-	f.requests = append(f.requests, recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, RawBody: string(raw)})
+	f.requests = append(f.requests, recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, RawBody: string(raw), At: time.Now()})
 	s := f.script(n, body)
 	f.mu.Unlock()
-	f.started <- n
+	select {
+	case f.started <- n:
+	default: // nobody reads it in long tests; never block the answer
+	}
 
+	for k, v := range s.header {
+		w.Header().Set(k, v)
+	}
 	if s.status != 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(s.status)
-		if f.flavor == "anthropic" {
+		if s.errBody != "" {
+			io.WriteString(w, s.errBody)
+		} else if f.flavor == "anthropic" {
 			fmt.Fprintf(w, `{"type":"error","error":{"type":"api_error","message":"scripted failure %d"}}`, s.status)
 		} else {
 			fmt.Fprintf(w, `{"error":{"message":"scripted failure %d","type":"server_error","code":null}}`, s.status)
@@ -93,10 +140,14 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	var chunks []string
+	usage := defaultUsage
+	if s.usage != nil {
+		usage = *s.usage
+	}
 	if f.flavor == "anthropic" {
-		chunks = anthropicChunks(s)
+		chunks = anthropicStream(s, usage)
 	} else {
-		chunks = openAIChunks(s)
+		chunks = openAIStream(s, usage, wantsUsage(body))
 	}
 	for i, c := range chunks {
 		if _, err := io.WriteString(w, c); err != nil {
@@ -123,7 +174,17 @@ func sseData(v any) string {
 	return "data: " + string(b) + "\n\n"
 }
 
-func openAIChunks(s step) []string {
+// wantsUsage reports whether an OpenAI request asked for usage.
+func wantsUsage(req map[string]any) bool {
+	opts, _ := req["stream_options"].(map[string]any)
+	return opts["include_usage"] == true
+}
+
+// openAIChunks is the stream of s without usage.
+func openAIChunks(s step) []string { return openAIStream(s, fakeUsage{}, false) }
+
+// openAIStream is the stream of s, ending with usage u if withUsage.
+func openAIStream(s step, u fakeUsage, withUsage bool) []string {
 	chunk := func(delta map[string]any, finish any) string {
 		return sseData(map[string]any{
 			"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
@@ -149,11 +210,23 @@ func openAIChunks(s step) []string {
 	if len(s.toolCalls) > 0 {
 		finish = "tool_calls"
 	}
-	out = append(out, chunk(map[string]any{}, finish), "data: [DONE]\n\n")
+	out = append(out, chunk(map[string]any{}, finish))
+	if withUsage {
+		out = append(out, sseData(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake", "choices": []any{},
+			"usage": map[string]any{
+				"prompt_tokens": u.Input, "completion_tokens": u.Output, "total_tokens": u.Input + u.Output,
+				"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheRead},
+				"completion_tokens_details": map[string]any{"reasoning_tokens": u.Reasoning},
+			},
+		}))
+	}
+	out = append(out, "data: [DONE]\n\n")
 	return out
 }
 
-func anthropicChunks(s step) []string {
+// anthropicStream is the stream of s, reporting usage u.
+func anthropicStream(s step, u fakeUsage) []string {
 	ev := func(typ string, v map[string]any) string {
 		v["type"] = typ
 		b, _ := json.Marshal(v)
@@ -161,7 +234,10 @@ func anthropicChunks(s step) []string {
 	}
 	out := []string{ev("message_start", map[string]any{"message": map[string]any{
 		"id": "msg_1", "type": "message", "role": "assistant", "model": "fake", "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 1, "output_tokens": 0},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{
+			"input_tokens": u.Input - u.CacheRead - u.CacheWrite, "output_tokens": 1,
+			"cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheWrite,
+		},
 	}})}
 	idx := 0
 	if len(s.text) > 0 {
@@ -184,7 +260,9 @@ func anthropicChunks(s step) []string {
 		stop = "tool_use"
 	}
 	out = append(out,
-		ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}}),
+		ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{
+			"output_tokens": u.Output, "output_tokens_details": map[string]any{"thinking_tokens": u.Reasoning},
+		}}),
 		ev("message_stop", map[string]any{}))
 	return out
 }
