@@ -260,12 +260,29 @@ func NormalizeArguments(raw string) json.RawMessage {
 	return wrapped
 }
 
-// responseHeaderTimeout bounds the wait for a server that accepted the
-// connection but never answers; a streaming server sends its headers at once.
-const responseHeaderTimeout = 5 * time.Minute
+// Bounds of DefaultHTTPClient's transport.
+const (
+	// responseHeaderTimeout bounds the wait for a server that accepted the
+	// connection but never answers; a streaming server sends its headers
+	// at once.
+	responseHeaderTimeout = 5 * time.Minute
+	// maxIdleConnsPerHost is how many connections to one model server wait
+	// idle for the next request: each session streaming at once holds one,
+	// so this many sessions can take turns without a new handshake (the
+	// default transport keeps 2).
+	maxIdleConnsPerHost = 32
+	// maxIdleConns bounds the idle connections of one client in all.
+	maxIdleConns = 64
+	// idleConnTimeout closes a connection nobody used for that long.
+	idleConnTimeout = 90 * time.Second
+)
 
-// DefaultHTTPClient is the HTTP client providers use unless given one: the
-// default transport with a bound on the wait for response headers.
+// DefaultHTTPClient makes a new HTTP client for providers: the default
+// transport's settings (proxy from the environment, dial and TLS timeouts,
+// HTTP/2) with a bound on the wait for response headers and on the
+// connections it keeps idle. Each call makes a new transport and a new
+// pool of connections: share the client (package registry does) rather
+// than make one per request.
 func DefaultHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
@@ -273,5 +290,8 @@ func DefaultHTTPClient() *http.Client {
 	}
 	t = t.Clone()
 	t.ResponseHeaderTimeout = responseHeaderTimeout
+	t.MaxIdleConns = maxIdleConns
+	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	t.IdleConnTimeout = idleConnTimeout
 	return &http.Client{Transport: t}
 }

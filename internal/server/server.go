@@ -78,6 +78,7 @@ type Server struct {
 	workspaces *workspace.Manager
 	sessions   *session.Service
 	runs       *coordinator.Coordinator
+	providers  *registry.Registry
 	api        *httpapi.API
 	http       *http.Server
 	dir        *DataDir
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		dir.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: db, dir: dir}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: db, dir: dir, providers: registry.New()}
 	s.hub = hub.New(hub.Config{
 		QueueBytes: cfg.StreamQueueBytes,
 		Heartbeat:  cfg.Heartbeat,
@@ -168,7 +169,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		},
 		Broker:      broker,
 		Tools:       tools,
-		NewProvider: func(pc provider.Config) (provider.Provider, error) { return registry.New(pc) },
+		NewProvider: s.providers.Provider,
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
 	})
@@ -268,6 +269,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.runs.Wait(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	s.providers.Close()
 	s.hub.Close()
 	// Shutdown waits for every connection to go idle, but a connection that
 	// never sent a request (browsers pre-connect), or whose headers or body

@@ -2,14 +2,23 @@
 // the one place that knows every implementation; it lives apart from package
 // provider because the implementations import provider, and provider must not
 // import them back.
+//
+// A Registry also owns the HTTP clients the providers use. A provider is
+// built for every run, and a client (with its transport and its pool of
+// connections) built with it would be one TCP and TLS handshake per run, and
+// idle connections nobody closes: at a few hundred runs a second that is
+// thousands of descriptors. So the Registry keeps one client per provider
+// settings and lends it to every provider it builds for them.
 package registry
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/provider/anthropic"
@@ -17,28 +26,61 @@ import (
 	"github.com/tandem-dev/tandem/internal/provider/openai"
 )
 
-// Option tunes the providers New builds.
-type Option func(*options)
+// maxClients bounds the clients a Registry keeps. Sessions may bring their
+// own provider settings, so the number of distinct base URLs is the
+// clients' to choose; past the bound the least recently used client is
+// dropped and its idle connections closed.
+const maxClients = 32
 
-type options struct {
-	httpClient *http.Client
-}
+// Option tunes a Registry.
+type Option func(*Registry)
 
-// WithHTTPClient makes network providers use c (for proxies, custom TLS or
-// tests); the echo provider has no use for it.
+// WithHTTPClient makes every network provider use c (for proxies, custom
+// TLS or tests) instead of the clients the Registry keeps; the echo
+// provider has no use for it.
 func WithHTTPClient(c *http.Client) Option {
-	return func(o *options) { o.httpClient = c }
+	return func(r *Registry) { r.fixed = c }
 }
 
-// New builds the provider cfg.Type names: openai (any OpenAI-compatible
+// Registry builds providers. It is safe for concurrent use.
+type Registry struct {
+	fixed *http.Client // WithHTTPClient's, if any
+
+	mu sync.Mutex
+	// clients maps settings to their element of lru, whose value is an
+	// *entry; the front of lru is the most recently used.
+	clients map[clientKey]*list.Element
+	lru     list.List
+}
+
+// clientKey is what a client is shared by. The API key is not in it: it
+// travels in each request's headers, and a connection to a host serves
+// any key, so runs with different keys for one server share connections,
+// and no key is kept here.
+type clientKey struct {
+	typ, baseURL, apiVersion string
+}
+
+type entry struct {
+	key    clientKey
+	client *http.Client
+}
+
+// New returns a Registry.
+func New(opts ...Option) *Registry {
+	r := &Registry{clients: make(map[clientKey]*list.Element)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Provider builds the provider cfg.Type names: openai (any OpenAI-compatible
 // server), azure (Azure OpenAI), anthropic or echo. A config that cannot work
 // (unknown type, azure without an endpoint, a base URL that is not http(s))
-// is an error here rather than on the first model call.
-func New(cfg provider.Config, opts ...Option) (provider.Provider, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+// is an error here rather than on the first model call. Building one is
+// cheap: the connections come from the Registry.
+func (r *Registry) Provider(cfg provider.Config) (provider.Provider, error) {
 	var p provider.Provider
 	switch cfg.Type {
 	// Each branch checks err itself: returning a nil *T as a provider.Provider
@@ -47,13 +89,13 @@ func New(cfg provider.Config, opts ...Option) (provider.Provider, error) {
 		if cfg.Type == provider.TypeAzure && strings.TrimSpace(cfg.BaseURL) == "" {
 			return nil, errors.New("azure provider: no endpoint: set AZURE_OPENAI_ENDPOINT (or the provider's base_url) to the resource endpoint, e.g. https://NAME.openai.azure.com")
 		}
-		op, err := openai.New(cfg, openai.WithHTTPClient(o.httpClient))
+		op, err := openai.New(cfg, openai.WithHTTPClient(r.client(cfg)))
 		if err != nil {
 			return nil, err
 		}
 		p = op
 	case provider.TypeAnthropic:
-		ap, err := anthropic.New(cfg, anthropic.WithHTTPClient(o.httpClient))
+		ap, err := anthropic.New(cfg, anthropic.WithHTTPClient(r.client(cfg)))
 		if err != nil {
 			return nil, err
 		}
@@ -69,6 +111,45 @@ func New(cfg provider.Config, opts ...Option) (provider.Provider, error) {
 		p = keyHint{Provider: p, variable: provider.KeyVariable(cfg.Type)}
 	}
 	return p, nil
+}
+
+// client returns the client for cfg's settings, making it on first use.
+func (r *Registry) client(cfg provider.Config) *http.Client {
+	if r.fixed != nil {
+		return r.fixed
+	}
+	key := clientKey{
+		typ:        cfg.Type,
+		baseURL:    strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/"),
+		apiVersion: strings.TrimSpace(cfg.AzureAPIVersion),
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if el, ok := r.clients[key]; ok {
+		r.lru.MoveToFront(el)
+		return el.Value.(*entry).client
+	}
+	c := provider.DefaultHTTPClient()
+	r.clients[key] = r.lru.PushFront(&entry{key: key, client: c})
+	if r.lru.Len() > maxClients {
+		old := r.lru.Remove(r.lru.Back()).(*entry)
+		delete(r.clients, old.key)
+		// Requests in flight on it finish; their connections then idle
+		// until the transport's IdleConnTimeout closes them.
+		old.client.CloseIdleConnections()
+	}
+	return c
+}
+
+// Close closes the idle connections of every client the Registry keeps.
+// Providers built before still work (they open new connections); a server
+// calls it when it shuts down, so no connection outlives it idle.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for el := r.lru.Front(); el != nil; el = el.Next() {
+		el.Value.(*entry).client.CloseIdleConnections()
+	}
 }
 
 // keyHint adds to a provider's authentication failures what to set, for a

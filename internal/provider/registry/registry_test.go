@@ -16,25 +16,25 @@ import (
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 )
 
-func TestNewPicksImplementation(t *testing.T) {
-	p, err := registry.New(provider.Config{Type: "openai", APIKey: "k"})
+func TestProviderPicksImplementation(t *testing.T) {
+	p, err := registry.New().Provider(provider.Config{Type: "openai", APIKey: "k"})
 	require.NoError(t, err)
 	require.IsType(t, &openai.Provider{}, p)
 
-	p, err = registry.New(provider.Config{Type: "azure", BaseURL: "https://r.openai.azure.com", APIKey: "k"})
+	p, err = registry.New().Provider(provider.Config{Type: "azure", BaseURL: "https://r.openai.azure.com", APIKey: "k"})
 	require.NoError(t, err)
 	require.IsType(t, &openai.Provider{}, p)
 
-	p, err = registry.New(provider.Config{Type: "anthropic", APIKey: "k"})
+	p, err = registry.New().Provider(provider.Config{Type: "anthropic", APIKey: "k"})
 	require.NoError(t, err)
 	require.IsType(t, &anthropic.Provider{}, p)
 
-	p, err = registry.New(provider.Config{Type: "echo"})
+	p, err = registry.New().Provider(provider.Config{Type: "echo"})
 	require.NoError(t, err)
 	require.IsType(t, &echo.Provider{}, p)
 }
 
-func TestNewRejectsBadConfigs(t *testing.T) {
+func TestProviderRejectsBadConfigs(t *testing.T) {
 	for _, cfg := range []provider.Config{
 		{Type: "mistral"},
 		{Type: ""},
@@ -42,9 +42,9 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		{Type: "openai", BaseURL: "ftp://x"},
 		{Type: "anthropic", BaseURL: "not a url"},
 	} {
-		p, err := registry.New(cfg)
+		p, err := registry.New().Provider(cfg)
 		require.Error(t, err, cfg.String())
-		require.Nil(t, p, "a failed New must return a nil interface, not a nil pointer in one")
+		require.Nil(t, p, "a failed Provider must return a nil interface, not a nil pointer in one")
 		require.NotContains(t, err.Error(), "sk-secret-azure")
 	}
 }
@@ -61,7 +61,7 @@ func TestWithHTTPClientIsUsed(t *testing.T) {
 		used = true
 		return http.DefaultTransport.RoundTrip(r)
 	})}
-	p, err := registry.New(provider.Config{Type: "openai", BaseURL: srv.URL}, registry.WithHTTPClient(client))
+	p, err := registry.New(registry.WithHTTPClient(client)).Provider(provider.Config{Type: "openai", BaseURL: srv.URL})
 	require.NoError(t, err)
 	resp, err := p.Stream(context.Background(), provider.Request{Model: "m", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestWithHTTPClientIsUsed(t *testing.T) {
 func TestEchoThroughRegistry(t *testing.T) {
 	typ, name, err := provider.Resolve("echo")
 	require.NoError(t, err)
-	p, err := registry.New(provider.FromEnv(typ, func(string) string { return "" }))
+	p, err := registry.New().Provider(provider.FromEnv(typ, func(string) string { return "" }))
 	require.NoError(t, err)
 	resp, err := p.Stream(context.Background(), provider.Request{Model: name, Messages: []provider.Message{{Role: "user", Text: "ping pong"}}}, nil)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestMissingKeyNamesTheVariable(t *testing.T) {
 	defer srv.Close()
 	req := provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Text: "hi"}}}
 	for typ, variable := range map[string]string{"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"} {
-		p, err := registry.New(provider.Config{Type: typ, BaseURL: srv.URL})
+		p, err := registry.New().Provider(provider.Config{Type: typ, BaseURL: srv.URL})
 		require.NoError(t, err, typ)
 		_, err = p.Stream(context.Background(), req, nil)
 		pe, ok := provider.AsError(err)
@@ -102,7 +102,7 @@ func TestMissingKeyNamesTheVariable(t *testing.T) {
 		require.Equal(t, provider.CodeAuth, pe.Code, typ)
 		require.Contains(t, pe.Message, "set "+variable, typ)
 
-		p, err = registry.New(provider.Config{Type: typ, BaseURL: srv.URL, APIKey: "k"})
+		p, err = registry.New().Provider(provider.Config{Type: typ, BaseURL: srv.URL, APIKey: "k"})
 		require.NoError(t, err, typ)
 		_, err = p.Stream(context.Background(), req, nil)
 		pe, ok = provider.AsError(err)
@@ -110,6 +110,6 @@ func TestMissingKeyNamesTheVariable(t *testing.T) {
 		require.NotContains(t, pe.Message, variable, "%s: a key was sent, it was wrong", typ)
 	}
 
-	_, err := registry.New(provider.Config{Type: "azure"})
+	_, err := registry.New().Provider(provider.Config{Type: "azure"})
 	require.ErrorContains(t, err, "AZURE_OPENAI_ENDPOINT")
 }
