@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -123,7 +124,11 @@ type Runner struct {
 	MaxSteps int
 	// Retries bounds retries of a failed model call (429, 5xx); 0 means 3, -1 none.
 	Retries int
-	// Backoff is the wait before retry n (from 0); nil means 1s, 2s, 4s...
+	// Backoff is the wait before retry n (from 0) when the API did not ask
+	// for one; nil means 1s, 2s, 4s... each jittered by ±50%. A longer wait
+	// the API asked for (provider.Error.RetryAfter, from Retry-After) wins,
+	// jittered up by at most a tenth; no wait exceeds
+	// provider.MaxRetryAfter. Tests shorten waits with it.
 	Backoff func(n int) time.Duration
 	Logger  *slog.Logger
 }
@@ -481,25 +486,58 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		if x.stopped() || x.storeFailed() != nil || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
 			return resp, err
 		}
-		wait := x.backoff(attempt)
+		wait := x.backoff(attempt, pe.RetryAfter)
+		asked := ""
+		if pe.RetryAfter > 0 {
+			asked = fmt.Sprintf(", as the model asked to wait %v", pe.RetryAfter)
+		}
 		x.emit(proto.EventSessionLog, proto.SessionLog{
-			Level:   "warning",
-			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v", pe.Code, cut(pe.Message, maxErrorMessage), attempt+1, retries, wait),
+			Level: "warning",
+			Message: fmt.Sprintf("model request failed (%s: %s); retry %d of %d in %v%s",
+				pe.Code, cut(pe.Message, maxErrorMessage), attempt+1, retries, wait.Round(time.Millisecond), asked),
 		}, false)
 		x.flush()
+		t := time.NewTimer(wait)
 		select {
-		case <-time.After(wait):
+		case <-t.C:
 		case <-x.ctx.Done():
+			t.Stop()
 			return resp, x.ctx.Err()
 		}
 	}
 }
 
-func (x *execution) backoff(n int) time.Duration {
+// backoff is the wait before retry n (see Runner.Backoff); asked is the
+// wait the API asked for, if any.
+func (x *execution) backoff(n int, asked time.Duration) time.Duration {
+	var base time.Duration
 	if x.r.Backoff != nil {
-		return x.r.Backoff(n)
+		base = x.r.Backoff(n)
+	} else {
+		base = jitter(time.Second<<min(n, 6), 0.5)
 	}
-	return time.Second << n
+	return retryWait(base, asked)
+}
+
+// retryWait combines the backoff and the wait the API asked for: the
+// longer of the two, the asked one jittered up so that the clients one
+// limit stopped do not all come back at the same instant, and never more
+// than provider.MaxRetryAfter.
+func retryWait(base, asked time.Duration) time.Duration {
+	wait := base
+	if asked > 0 {
+		wait = max(wait, asked+time.Duration(rand.Int64N(int64(asked/10)+1)))
+	}
+	return min(max(wait, 0), provider.MaxRetryAfter)
+}
+
+// jitter spreads d uniformly over d±spread·d.
+func jitter(d time.Duration, spread float64) time.Duration {
+	w := int64(float64(d) * spread)
+	if w <= 0 {
+		return d
+	}
+	return d - time.Duration(w) + time.Duration(rand.Int64N(2*w+1))
 }
 
 // request builds the provider request from the session's history.
