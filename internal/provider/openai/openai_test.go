@@ -42,7 +42,7 @@ func chunk(delta string, finish string) string {
 		`"choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}]}`
 }
 
-func newProvider(t *testing.T, cfg provider.Config) *openai.Provider {
+func newProvider(t testing.TB, cfg provider.Config) *openai.Provider {
 	t.Helper()
 	p, err := openai.New(cfg)
 	require.NoError(t, err)
