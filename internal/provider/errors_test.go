@@ -106,3 +106,28 @@ func TestContextExceeded(t *testing.T) {
 	// StatusError knows it from the message alone (errors inside a stream).
 	require.Equal(t, provider.CodeContextExceeded, provider.StatusError(400, "anthropic: prompt is too long: 5 > 4").Code)
 }
+
+// FuzzRetryAfter feeds a model server's headers, which Tandem does not
+// control, to RetryAfter: whatever they say, the wait is between 0 and
+// MaxRetryAfter, and nothing panics.
+func FuzzRetryAfter(f *testing.F) {
+	f.Add("Retry-After", "3")
+	f.Add("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")
+	f.Add("Retry-After", "1e309")
+	f.Add("Retry-After-Ms", "NaN")
+	f.Add("Retry-After-Ms", "-0")
+	f.Add("X-Ratelimit-Reset-Tokens", "9223372036854775807ns")
+	f.Add("Anthropic-Ratelimit-Tokens-Reset", "9999-12-31T23:59:59Z")
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, name, value string) {
+		h := http.Header{}
+		h.Set(name, value)
+		// Exhausted limits, so the reset headers are read too.
+		h.Set("X-Ratelimit-Remaining-Tokens", "0")
+		h.Set("Anthropic-Ratelimit-Tokens-Remaining", "0")
+		d := provider.RetryAfter(h, now)
+		if d < 0 || d > provider.MaxRetryAfter {
+			t.Fatalf("%s: %q -> %v", name, value, d)
+		}
+	})
+}

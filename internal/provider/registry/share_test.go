@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func newCountingServer(t *testing.T) *countingServer {
 	s := &countingServer{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		if r.URL.Path == "/v1/messages" {
+		if strings.HasSuffix(r.URL.Path, "/v1/messages") {
 			for _, e := range []string{
 				`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}`,
 				`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
@@ -131,4 +132,32 @@ func TestClientsAreBounded(t *testing.T) {
 	reg.Close()
 	require.Eventually(t, func() bool { return last.closed.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"Close closes idle connections")
+}
+
+// Providers built and used from many goroutines at once, for more settings
+// than the registry keeps clients for, all work; the race detector watches
+// the registry's bookkeeping.
+func TestRegistryUnderConcurrentUse(t *testing.T) {
+	srv := newCountingServer(t)
+	reg := registry.New()
+	defer reg.Close()
+	const workers, each, settings = 8, 60, 40 // 40 settings: more than the registry keeps
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		go func() {
+			for i := range each {
+				typ := []string{"openai", "anthropic"}[(w+i)%2]
+				base := fmt.Sprintf("%s/p%d", srv.URL, (w*each+i)%settings)
+				p, err := reg.Provider(provider.Config{Type: typ, BaseURL: base, APIKey: "k"})
+				if err == nil {
+					_, err = p.Stream(context.Background(), provider.Request{Model: "m", Messages: []provider.Message{{Role: "user", Text: "hi"}}}, nil)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range workers * each {
+		require.NoError(t, <-errs)
+	}
+	require.Less(t, srv.opened.Load(), int64(workers*each), "connections are reused even while clients come and go")
 }
