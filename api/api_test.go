@@ -137,4 +137,5 @@ var eventData = map[string]string{
 	"client.attached":       "ClientPresence",
 	"client.detached":       "ClientPresence",
 	"workspace.closing":     "WorkspaceClosing",
+	"mcp.server_status":     "McpServerStatus",
 }
