@@ -52,18 +52,22 @@ func LoadServer(flagValue string, getenv func(string) string) (*File, error) {
 // Errors naming it that also unwraps to the cause: test for a missing file
 // with errors.Is(err, fs.ErrNotExist).
 func Load(path string) (*File, error) {
+	return load(path, false)
+}
+
+func load(path string, workspace bool) (*File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, openError(path, err)
 	}
 	defer f.Close()
-	return read(path, f)
+	return read(path, f, workspace)
 }
 
-// LoadWorkspace reads WORKSPACE/.tandem/config.json. It never leaves the
-// workspace: the file and .tandem may be symlinks only to places inside it,
-// because the file is in the project, and the project may come from anyone.
-// An absent file is a nil File and no error.
+// LoadWorkspace reads WORKSPACE/.tandem/config.json as ParseWorkspace does.
+// It never leaves the workspace: the file and .tandem may be symlinks only
+// to places inside it, because the file is in the project, and the project
+// may come from anyone. An absent file is a nil File and no error.
 func LoadWorkspace(root string) (*File, error) {
 	path := filepath.Join(root, WorkspaceFile)
 	r, err := os.OpenRoot(root)
@@ -79,12 +83,12 @@ func LoadWorkspace(root string) (*File, error) {
 		return nil, openError(path, err)
 	}
 	defer f.Close()
-	return read(path, f)
+	return read(path, f, true)
 }
 
 // read reads a configuration file from f, which must be a regular file (a
 // FIFO would block forever, a device would never end).
-func read(path string, f *os.File) (*File, error) {
+func read(path string, f *os.File, workspace bool) (*File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, openError(path, err)
@@ -99,7 +103,7 @@ func read(path string, f *os.File) (*File, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	return Parse(path, data)
+	return parse(path, data, workspace)
 }
 
 // openError reports a file that cannot be read, keeping fs.ErrNotExist
@@ -137,13 +141,14 @@ func ForWorkspace(server *File, root string) (*Config, error) {
 
 // Check validates files as the server would use them: each read and checked,
 // then merged in order (later ones winning). It is `tandem config check`:
-// give the server file, or the server file and then a workspace file. Every
-// path must exist.
+// give the server file, or the server file and then a workspace file (read
+// as ParseWorkspace does, as every file after the first is). Every path
+// must exist.
 func Check(paths ...string) (*Config, error) {
 	files := make([]*File, 0, len(paths))
 	var errs Errors
-	for _, p := range paths {
-		f, err := Load(p)
+	for i, p := range paths {
+		f, err := load(p, i > 0)
 		if err != nil {
 			var es Errors
 			if errors.As(err, &es) {
