@@ -613,3 +613,17 @@ func TestLoaderRereadsOnlyChangedFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, l.Server(), cfg, "a removed file applies at once")
 }
+
+func TestCheckModel(t *testing.T) {
+	cfg, err := Merge(mustParse(t, "c.json", full))
+	require.NoError(t, err)
+	for _, ok := range []string{"work/gpt-4.1", "ollama/qwen3:8b", "openai/gpt-4o", "anthropic/claude", "echo", "echo/x"} {
+		assert.NoError(t, cfg.CheckModel(ok), ok)
+	}
+	assert.EqualError(t, cfg.CheckModel("acme/x"), `model "acme/x" names provider "acme", which is neither openai, azure, anthropic nor echo, nor in the configuration's providers`)
+	assert.EqualError(t, cfg.CheckModel("gpt-4"), `model "gpt-4" has no model name; want PROVIDER/MODEL, e.g. openai/gpt-4.1`)
+	assert.ErrorContains(t, cfg.CheckModel("openai/"), "no model name")
+	var none *Config
+	assert.NoError(t, none.CheckModel("openai/gpt-4.1"))
+	assert.Error(t, none.CheckModel("work/gpt-4.1"))
+}

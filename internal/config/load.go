@@ -238,3 +238,24 @@ func (c *Config) ResolveModel(model string, getenv func(string) string) (provide
 	}
 	return cfg, name, nil
 }
+
+// CheckModel reports whether model is a model string this configuration
+// can name: PROVIDER/MODEL with PROVIDER a providers entry or a built-in
+// type (echo alone too). It does not look for keys: a session may name a
+// model whose key is set later.
+func (c *Config) CheckModel(model string) error {
+	prov, err := splitModel(model, true)
+	if err != nil {
+		return fmt.Errorf("model %s", err)
+	}
+	if c != nil {
+		if _, ok := c.Providers[prov]; ok {
+			return nil
+		}
+	}
+	if isBuiltinProvider(prov) {
+		_, _, err := provider.Resolve(model)
+		return err
+	}
+	return fmt.Errorf("model %s names provider %s, which is neither openai, azure, anthropic nor echo, nor in the configuration's providers", quote(model), quote(prov))
+}

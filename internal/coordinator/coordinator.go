@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
@@ -49,6 +50,9 @@ type Config struct {
 	Runner     *agent.Runner
 	Broker     *pending.Broker
 	Tools      *toolset.Set
+	// Configs gives each workspace its configuration (providers, rules, MCP
+	// servers), read again when its file changed; nil is the empty one.
+	Configs *config.Loader
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
@@ -77,6 +81,9 @@ type Coordinator struct {
 func New(cfg Config) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Configs == nil {
+		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
 	}
 	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns)}
 }
@@ -125,6 +132,9 @@ type run struct {
 	// name asks the run to title its untitled session after the prompt; it
 	// is done when the run starts, off the 202's path.
 	name bool
+	// config is the workspace's configuration as the prompt was accepted
+	// with; nil for a revived run.
+	config *config.Config
 
 	// state is runLive until a cancel claims the run (runCanceled) or the
 	// run commits to another end (runCommitted); it never changes again.
@@ -238,13 +248,18 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err := ws.CheckOpen(); err != nil {
 		return proto.PromptAccepted{}, err
 	}
+	// A stat of the workspace's file, unless it changed: then it is read.
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return proto.PromptAccepted{}, session.InvalidConfig(err)
+	}
 	atts, err := prepareAttachments(ws.Path, req.Attachments)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
 	r := &run{
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
-		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle,
+		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
 	}
 	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
 	if err != nil {
@@ -506,6 +521,10 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 			c.log.Warn("name session", "session_id", sr.id, "err", err)
 		}
 	}
+	cfg := r.config
+	if cfg == nil {
+		cfg = c.revivedConfig(sr.ws)
+	}
 	// The session as accepted is current unless some session's settings
 	// changed since: then, and only then, it is read again.
 	changes := r.changes
@@ -528,25 +547,39 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		r.claimCancel()
 		ar.Provider = failing{err}
 	} else {
-		c.configure(ar, sess)
+		c.configure(ar, sess, cfg)
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
 			}
 			if sess, err := read(); err == nil {
-				c.configure(ar, sess)
+				c.configure(ar, sess, cfg)
 			}
 		}
 	}
+	unbind := c.cfg.Tools.Bind(r.id, toolset.RunConfig{Rules: cfg.Rules()})
+	defer unbind()
 	res := c.cfg.Runner.Execute(ctx, ar)
 	if !res.Suspended {
 		c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
 	}
 }
 
+// revivedConfig is the configuration a revived run goes on with: its
+// workspace's, or, when the workspace's file is invalid now, the server's
+// alone (a revived run has no prompt to refuse).
+func (c *Coordinator) revivedConfig(ws *workspace.Workspace) *config.Config {
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		c.log.Warn("workspace configuration invalid; a revived run goes on with the server's", "workspace_id", ws.ID, "err", err)
+		return c.cfg.Configs.Server()
+	}
+	return cfg
+}
+
 // configure fills the run's model, provider, system prompt and tool settings
-// from the session.
-func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
+// from the session and the workspace's configuration.
+func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.Config) {
 	var settings session.Settings
 	if len(sess.Config) > 0 {
 		if err := json.Unmarshal(sess.Config, &settings); err != nil {
@@ -569,7 +602,7 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly)}, tools...)
 		return c.prompts.get(key, func() string { return prompt.Build(settings.SystemMessage, env) })
 	}
-	p, name, err := c.provider(sess, settings)
+	p, name, err := c.provider(sess, settings, cfg)
 	if err != nil {
 		ar.Provider = failing{err}
 		return
@@ -578,15 +611,18 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 }
 
 // provider builds the session's model provider: its own provider settings if
-// it has them (its API key from memory), else the environment's.
-func (c *Coordinator) provider(sess store.Session, settings session.Settings) (provider.Provider, string, error) {
-	typ, name, err := provider.Resolve(sess.Model)
-	if err != nil {
-		return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
-	}
+// it has them (its API key from memory), else the configuration's for the
+// model's PROVIDER (a providers entry, or a built-in type and the
+// environment's settings for it).
+func (c *Coordinator) provider(sess store.Session, settings session.Settings, cfg *config.Config) (provider.Provider, string, error) {
 	getenv := c.cfg.Getenv
 	var pc provider.Config
+	var name string
 	if sp := settings.Provider; sp != nil {
+		if err := cfg.CheckModel(sess.Model); err != nil {
+			return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+		}
+		_, name, _ = strings.Cut(strings.TrimSpace(sess.Model), "/")
 		pc = provider.Config{Type: sp.Type, BaseURL: sp.BaseURL, APIKey: c.cfg.Sessions.APIKey(sess.ID)}
 		if sp.Azure != nil {
 			pc.AzureAPIVersion = sp.Azure.APIVersion
@@ -595,7 +631,10 @@ func (c *Coordinator) provider(sess store.Session, settings session.Settings) (p
 			pc.APIKey = provider.FromEnv(sp.Type, getenv).APIKey
 		}
 	} else {
-		pc = provider.FromEnv(typ, getenv)
+		var err error
+		if pc, name, err = cfg.ResolveModel(sess.Model, getenv); err != nil {
+			return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+		}
 	}
 	p, err := c.cfg.NewProvider(pc)
 	if err != nil {

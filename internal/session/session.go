@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -64,10 +65,13 @@ type Config struct {
 	Tools      ToolRegistry
 	Store      store.Store
 	Workspaces *workspace.Manager
-	// DefaultModel is the model of sessions created without one.
-	DefaultModel string
-	// ValidateModel rejects model strings no provider can serve; nil accepts all.
-	ValidateModel func(model string) error
+	// Configs gives each workspace its configuration: the default model of
+	// its sessions and the providers a model string may name. nil is the
+	// empty configuration.
+	Configs *config.Loader
+	// ModelOverride is --model or TANDEM_MODEL: when set, the model of
+	// sessions created without one, whatever the configuration files say.
+	ModelOverride string
 	Logger        *slog.Logger
 }
 
@@ -165,14 +169,18 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if err != nil {
 		return proto.Session{}, err
 	}
-	if err := s.validateCreate(&req); err != nil {
+	if err := s.validateCreate(ws, &req); err != nil {
 		return proto.Session{}, err
 	}
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
 	if req.Model == "" {
-		req.Model = s.cfg.DefaultModel
+		cfg, err := s.config(ws)
+		if err != nil {
+			return proto.Session{}, err
+		}
+		req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
 	}
 	settings := Settings{
 		SystemMessage:  req.SystemMessage,
@@ -253,7 +261,39 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	return sess, nil
 }
 
-func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
+// config is the workspace's configuration; an invalid workspace file is
+// 400 invalid_config naming it.
+func (s *Service) config(ws *workspace.Workspace) (*config.Config, error) {
+	if s.cfg.Configs == nil {
+		return nil, nil
+	}
+	cfg, err := s.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return nil, InvalidConfig(err)
+	}
+	return cfg, nil
+}
+
+// InvalidConfig is the contract's error for an invalid configuration file:
+// 400 invalid_config, its message every problem found (file, key, why).
+func InvalidConfig(err error) error {
+	return tandem.Errorf(proto.CodeInvalidConfig, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+}
+
+// validateModel refuses a model string the workspace's configuration cannot
+// name.
+func (s *Service) validateModel(ws *workspace.Workspace, model string) error {
+	cfg, err := s.config(ws)
+	if err != nil {
+		return err
+	}
+	if err := cfg.CheckModel(model); err != nil {
+		return tandem.Invalid("%v", err)
+	}
+	return nil
+}
+
+func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
 	if err := tooLong("title", req.Title, maxTitle); err != nil {
 		return err
 	}
@@ -270,9 +310,9 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
 		}
 	}
-	if req.Model != "" && s.cfg.ValidateModel != nil {
-		if err := s.cfg.ValidateModel(req.Model); err != nil {
-			return tandem.Invalid("model %q: %v", req.Model, err)
+	if req.Model != "" {
+		if err := s.validateModel(ws, req.Model); err != nil {
+			return err
 		}
 	}
 	if err := ValidReasoningEffort(req.ReasoningEffort); err != nil {
