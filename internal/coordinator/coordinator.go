@@ -53,6 +53,8 @@ type Config struct {
 	// Configs gives each workspace its configuration (providers, rules, MCP
 	// servers), read again when its file changed; nil is the empty one.
 	Configs *config.Loader
+	// MCP tunes the MCP servers of workspaces and sessions.
+	MCP MCPOptions
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
@@ -69,6 +71,8 @@ type Coordinator struct {
 	sessions map[string]*sessionRuns
 	hist     histories
 	prompts  systemPrompts
+	// mcp runs the MCP servers of workspaces and sessions.
+	mcp *mcpServers
 	// deletes counts the session deletes that have removed a session from
 	// the store (see admitLocked).
 	deletes atomic.Uint64
@@ -85,7 +89,7 @@ func New(cfg Config) *Coordinator {
 	if cfg.Configs == nil {
 		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns)}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: newMCPServers(cfg.MCP, cfg.Logger)}
 }
 
 // sessionRuns is one session's run state machine.
@@ -535,6 +539,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 	var (
 		sess store.Session
 		err  error
+		rc   toolset.RunConfig
 	)
 	if r.session != nil && changes == c.cfg.Sessions.Changes() {
 		sess = *r.session
@@ -548,6 +553,9 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		ar.Provider = failing{err}
 	} else {
 		c.configure(ar, sess, cfg)
+		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, c.settings(sess), cfg)
+		defer release()
+		rc = toolset.RunConfig{Rules: cfg.Rules(), MCP: mgrs}
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
@@ -557,7 +565,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 			}
 		}
 	}
-	unbind := c.cfg.Tools.Bind(r.id, toolset.RunConfig{Rules: cfg.Rules()})
+	unbind := c.cfg.Tools.Bind(r.id, rc)
 	defer unbind()
 	res := c.cfg.Runner.Execute(ctx, ar)
 	if !res.Suspended {
@@ -577,15 +585,21 @@ func (c *Coordinator) revivedConfig(ws *workspace.Workspace) *config.Config {
 	return cfg
 }
 
-// configure fills the run's model, provider, system prompt and tool settings
-// from the session and the workspace's configuration.
-func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.Config) {
+// settings decodes the session's settings.
+func (c *Coordinator) settings(sess store.Session) session.Settings {
 	var settings session.Settings
 	if len(sess.Config) > 0 {
 		if err := json.Unmarshal(sess.Config, &settings); err != nil {
 			c.log.Error("decode session settings", "session_id", sess.ID, "err", err)
 		}
 	}
+	return settings
+}
+
+// configure fills the run's model, provider, system prompt and tool settings
+// from the session and the workspace's configuration.
+func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.Config) {
+	settings := c.settings(sess)
 	ar.Model = sess.Model
 	ar.ReasoningEffort = sess.ReasoningEffort
 	ar.AvailableTools = settings.AvailableTools
@@ -756,6 +770,7 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			// Counted before the state machine can be dropped: see admitLocked.
 			c.deletes.Add(1)
 			c.cfg.Tools.ForgetSession(sessionID)
+			c.mcp.closeSession(sessionID)
 		}
 		sr.mu.Lock()
 		sr.deleting--
@@ -797,9 +812,11 @@ func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {
 	}
 }
 
-// WorkspaceClosed waits until the runs of a closed workspace have ended; its
-// context is canceled, so they end promptly as canceled.
+// WorkspaceClosed waits until the runs of a closed workspace have ended (its
+// context is canceled, so they end promptly as canceled), then stops its MCP
+// servers and its sessions', every stdio server's process group included.
 func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
+	defer c.mcp.closeWorkspace(ws)
 	c.mu.Lock()
 	var ids []string
 	for id, sr := range c.sessions {
@@ -815,7 +832,8 @@ func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
 	}
 }
 
-// Wait waits for every session worker to exit.
+// Wait waits for every session worker to exit, and for the MCP servers
+// retired meanwhile to stop.
 func (c *Coordinator) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -824,8 +842,11 @@ func (c *Coordinator) Wait(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return errors.New("runs still running at shutdown deadline")
 	}
+	if err := c.mcp.wait(ctx); err != nil {
+		return errors.New("MCP servers still stopping at shutdown deadline")
+	}
+	return nil
 }

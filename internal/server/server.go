@@ -71,6 +71,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// Getenv reads provider settings (OPENAI_API_KEY...); nil means os.Getenv.
 	Getenv func(string) string
+	// MCPHandshakeTimeout bounds an MCP server's start up to its first
+	// tool list; 0 means 30 s (servers run through npx or uvx may download
+	// themselves first).
+	MCPHandshakeTimeout time.Duration
 	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
 	ModelRetryBackoff func(n int) time.Duration
 	Logger            *slog.Logger
@@ -174,6 +178,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Broker:      broker,
 		Tools:       tools,
 		Configs:     configs,
+		MCP:         coordinator.MCPOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: func(pc provider.Config) (provider.Provider, error) { return registry.New(pc) },
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
