@@ -258,5 +258,5 @@ func TestConfiguredProvider(t *testing.T) {
 	assert.Equal(t, "echo", e.createSession(ws.ID, nil).Model, "the workspace's model wins for its sessions")
 	st, raw := e.do("POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{"model": "acme/x"}, nil)
 	assert.Equal(t, http.StatusBadRequest, st)
-	assert.Contains(t, string(raw), `names provider \"acme\"`)
+	assert.Contains(t, string(raw), `unknown provider \"acme\"`)
 }

@@ -569,6 +569,8 @@ func TestCheckReadsLaterFilesAsWorkspaceFiles(t *testing.T) {
 	assert.NoError(t, err, "the server file may name a key variable")
 	_, err = Check(a, b)
 	assert.ErrorContains(t, err, b+":1:58: providers.work.api_key_env: is not allowed in a workspace's file")
+	_, err = Check("", b)
+	assert.ErrorContains(t, err, b+":1:58: providers.work.api_key_env: is not allowed in a workspace's file", "a workspace file alone is one too")
 }
 
 // TestLoaderRereadsOnlyChangedFiles: an edit applies to the next call; an
@@ -620,10 +622,25 @@ func TestCheckModel(t *testing.T) {
 	for _, ok := range []string{"work/gpt-4.1", "ollama/qwen3:8b", "openai/gpt-4o", "anthropic/claude", "echo", "echo/x"} {
 		assert.NoError(t, cfg.CheckModel(ok), ok)
 	}
-	assert.EqualError(t, cfg.CheckModel("acme/x"), `model "acme/x" names provider "acme", which is neither openai, azure, anthropic nor echo, nor in the configuration's providers`)
-	assert.EqualError(t, cfg.CheckModel("gpt-4"), `model "gpt-4" has no model name; want PROVIDER/MODEL, e.g. openai/gpt-4.1`)
-	assert.ErrorContains(t, cfg.CheckModel("openai/"), "no model name")
+	assert.EqualError(t, cfg.CheckModel("acme/x"), `model "acme/x": unknown provider "acme" (want openai, azure, anthropic or echo); the configuration's providers: anthropic, ollama, work`)
+	assert.EqualError(t, cfg.CheckModel("gpt-4"), `model "gpt-4" names no provider: want PROVIDER/MODEL, e.g. openai/gpt-4 (providers: openai, azure, anthropic or echo); the configuration's providers: anthropic, ollama, work`)
+	assert.EqualError(t, cfg.CheckModel("work/"), `model "work/": missing the model name after "work/" (want PROVIDER/MODEL)`)
+	assert.ErrorContains(t, cfg.CheckModel("openai/"), "missing the model name")
 	var none *Config
 	assert.NoError(t, none.CheckModel("openai/gpt-4.1"))
 	assert.Error(t, none.CheckModel("work/gpt-4.1"))
+}
+
+// TestReadmeExample: the README's example configuration is full, which the
+// tests above check.
+func TestReadmeExample(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(raw), "<!-- config-example:start -->")
+	require.True(t, ok, "README has the example's start marker")
+	block, _, ok := strings.Cut(rest, "<!-- config-example:end -->")
+	require.True(t, ok, "README has the example's end marker")
+	block = strings.TrimSpace(block)
+	block = strings.TrimSuffix(strings.TrimPrefix(block, "```json"), "```")
+	assert.Equal(t, full, strings.TrimSpace(block))
 }

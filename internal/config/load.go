@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -139,15 +141,19 @@ func ForWorkspace(server *File, root string) (*Config, error) {
 	return Merge(server, ws)
 }
 
-// Check validates files as the server would use them: each read and checked,
-// then merged in order (later ones winning). It is `tandem config check`:
-// give the server file, or the server file and then a workspace file (read
-// as ParseWorkspace does, as every file after the first is). Every path
+// Check validates files as the server would use them: each read and
+// checked, then merged in order (later ones winning). It is `tandem config
+// check`: server is the server's file ("" for none), workspaces the
+// workspace files after it (read as ParseWorkspace does). Every path given
 // must exist.
-func Check(paths ...string) (*Config, error) {
-	files := make([]*File, 0, len(paths))
+func Check(server string, workspaces ...string) (*Config, error) {
+	files := make([]*File, 0, 1+len(workspaces))
 	var errs Errors
+	paths := append([]string{server}, workspaces...)
 	for i, p := range paths {
+		if i == 0 && p == "" {
+			continue
+		}
 		f, err := load(p, i > 0)
 		if err != nil {
 			var es Errors
@@ -244,18 +250,20 @@ func (c *Config) ResolveModel(model string, getenv func(string) string) (provide
 // type (echo alone too). It does not look for keys: a session may name a
 // model whose key is set later.
 func (c *Config) CheckModel(model string) error {
-	prov, err := splitModel(model, true)
-	if err != nil {
-		return fmt.Errorf("model %s", err)
-	}
+	prov, name, _ := strings.Cut(strings.TrimSpace(model), "/")
 	if c != nil {
 		if _, ok := c.Providers[prov]; ok {
+			if name == "" {
+				return fmt.Errorf("model %s: missing the model name after %s (want PROVIDER/MODEL)", quote(model), quote(prov+"/"))
+			}
 			return nil
 		}
 	}
-	if isBuiltinProvider(prov) {
-		_, _, err := provider.Resolve(model)
+	if _, _, err := provider.Resolve(model); err != nil {
+		if c != nil && len(c.Providers) > 0 {
+			return fmt.Errorf("%w; the configuration's providers: %s", err, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+		}
 		return err
 	}
-	return fmt.Errorf("model %s names provider %s, which is neither openai, azure, anthropic nor echo, nor in the configuration's providers", quote(model), quote(prov))
+	return nil
 }
