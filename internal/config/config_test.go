@@ -644,3 +644,30 @@ func TestReadmeExample(t *testing.T) {
 	block = strings.TrimSuffix(strings.TrimPrefix(block, "```json"), "```")
 	assert.Equal(t, full, strings.TrimSpace(block))
 }
+
+// BenchmarkLoaderWorkspace is what the configuration costs a prompt's 202
+// when the workspace's file did not change: one stat.
+func BenchmarkLoaderWorkspace(b *testing.B) {
+	l, err := NewLoader(nil)
+	require.NoError(b, err)
+	for _, name := range []string{"absent", "present"} {
+		b.Run(name, func(b *testing.B) {
+			root := b.TempDir()
+			if name == "present" {
+				path := filepath.Join(root, ".tandem", "config.json")
+				require.NoError(b, os.MkdirAll(filepath.Dir(path), 0o700))
+				ws := `{"model": "ollama/qwen3", "providers": {"ollama": {"type": "openai", "base_url": "http://127.0.0.1:11434/v1"}},
+					"permissions": [{"tool": "bash", "command": "git status*", "decision": "allow"}]}`
+				require.NoError(b, os.WriteFile(path, []byte(ws), 0o600))
+			}
+			_, err := l.Workspace(root)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Workspace(root); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
