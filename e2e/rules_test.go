@@ -260,3 +260,50 @@ func TestConfiguredProvider(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, st)
 	assert.Contains(t, string(raw), `unknown provider \"acme\"`)
 }
+
+// TestRevivedRunKeepsItsRequestWhateverTheRulesSayNow: a run parked on a
+// permission goes on with that request after a restart, even when a rule
+// added meanwhile would decide the call: the request is consumed, so no
+// later resume revives the finished run again (invariant 1: one
+// run.completed per run).
+func TestRevivedRunKeepsItsRequestWhateverTheRulesSayNow(t *testing.T) {
+	e := startEnv(t)
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, nil)
+	acc := e.prompt(ws.ID, sess.ID, `/tool write {"path": "a.txt", "content": "approved"}`)
+	pr := s.permissionRequested()
+
+	writeWorkspaceConfig(t, e.workDir, `{"permissions": [{"tool": "write", "decision": "allow"}]}`)
+	e.restart()
+	s = e.openStream(ws.ID, newClientID(), "")
+	status, ok, bad := e.answerPermission(ws.ID, pr.RequestID, s.ClientID, proto.DecisionApproveOnce, "")
+	require.Equal(t, http.StatusOK, status, "%+v", bad)
+	assert.Equal(t, proto.ResultApproved, ok.Result)
+	rc, frames := s.completion(acc.RunID)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	for _, f := range frames {
+		if f.Event == proto.EventToolFinished {
+			var tf proto.ToolFinished
+			require.NoError(t, json.Unmarshal(f.envelope(t).Data, &tf))
+			assert.Empty(t, tf.Permission, "the person's answer ran it, not the rule")
+		}
+	}
+	assertFile(t, filepath.Join(e.workDir, "a.txt"), "approved")
+
+	// A cold resume that continues pending work finds nothing to revive,
+	// and the next prompt is the next run.
+	s.close()
+	e.restart()
+	c := e.openStream(ws.ID, newClientID(), "")
+	e.resume(ws.ID, sess.ID, proto.ResumeRequest{ClientID: c.ClientID, ContinuePendingWork: true})
+	next := e.prompt(ws.ID, sess.ID, "hello")
+	c.completion(next.RunID)
+	completed := 0
+	for _, ev := range e.scHistory(ws.ID, sess.ID) {
+		if ev.Type == proto.EventRunCompleted && ev.RunID == acc.RunID {
+			completed++
+		}
+	}
+	assert.Equal(t, 1, completed, "the parked run ended once")
+}
