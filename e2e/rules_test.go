@@ -206,6 +206,8 @@ func TestInvalidWorkspaceConfig(t *testing.T) {
 	var list proto.MessageList
 	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/messages", bad.ID, sess.ID), nil, &list)
 	assert.Empty(t, list.Messages, "nothing was accepted")
+	created := e.scRefused("POST", "/v1/workspaces/"+bad.ID+"/sessions", map[string]any{}, http.StatusBadRequest, proto.CodeInvalidConfig)
+	assert.Equal(t, detail.Message, created.Message, "a new session would take its model from the file")
 
 	otherDir := t.TempDir()
 	var other proto.Workspace
