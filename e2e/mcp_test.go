@@ -500,3 +500,32 @@ func mapValues(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestRevivedRunCallsItsMCPTool: a run parked on an MCP call's permission
+// goes on after a restart: answered, the call runs on a server started for
+// it (a revived run calls before it offers anything).
+func TestRevivedRunCallsItsMCPTool(t *testing.T) {
+	e := startEnv(t)
+	writeWorkspaceConfig(t, e.workDir, `{"mcp_servers": {"t": `+stdioServer("serve")+`}}`)
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, nil)
+	acc := e.prompt(ws.ID, sess.ID, `/tool mcp__t__echo {"text": "after the restart"}`)
+	pr := s.permissionRequested()
+	require.Equal(t, proto.PermissionMCP, pr.Kind)
+
+	e.restart()
+	s = e.openStream(ws.ID, newClientID(), "")
+	status, _, bad := e.answerPermission(ws.ID, pr.RequestID, s.ClientID, proto.DecisionApproveOnce, "")
+	require.Equal(t, http.StatusOK, status, "%+v", bad)
+	rc, frames := s.completion(acc.RunID)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome, "%+v", rc.Error)
+	var tf proto.ToolFinished
+	for _, f := range frames {
+		if f.Event == proto.EventToolFinished {
+			require.NoError(t, json.Unmarshal(f.envelope(t).Data, &tf))
+		}
+	}
+	assert.False(t, tf.IsError, tf.Content)
+	assert.Equal(t, "after the restart", tf.Content)
+}

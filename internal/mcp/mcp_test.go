@@ -480,3 +480,10 @@ func TestErrorsHideURLSecrets(t *testing.T) {
 	assert.Equal(t, "x", redactor("")("x"))
 	assert.Equal(t, `Post "https://h/p": EOF`, redactor("https://u:pw@h/p")(`Post "https://u:xxxxx@h/p": EOF`))
 }
+
+func TestCallBeforeStart(t *testing.T) {
+	m := New(map[string]config.MCPServer{"a": testServer("serve", nil)}, Options{Dir: t.TempDir()})
+	defer m.Close()
+	assert.Equal(t, Result{Content: "MCP server a is not available (not started); its tools cannot be called", IsError: true},
+		m.Call(context.Background(), "mcp__a__echo", nil))
+}

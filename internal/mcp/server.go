@@ -348,6 +348,9 @@ func (s *server) call(ctx context.Context, remote string, args json.RawMessage) 
 func (s *server) callOnce(ctx context.Context, remote string, args json.RawMessage) Result {
 	s.mu.Lock()
 	c, state, why := s.conn, s.state, s.err
+	if state == "" {
+		state = "not started"
+	}
 	known := false
 	for _, t := range s.tools {
 		if t.Remote == remote {

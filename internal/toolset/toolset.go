@@ -356,6 +356,8 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}
 	}
 	if m := b.mcpOwner(call.Name); m != nil {
+		// A revived run calls before it offers anything.
+		b.startMCP(ctx)
 		rule := s.decide(ctx, run, b, call, nil)
 		if rule.denied() {
 			return rule.denial()
