@@ -14,6 +14,7 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/workspace"
 )
@@ -98,4 +99,15 @@ func TestMCPServersUnderLoad(t *testing.T) {
 		assert.True(t, h.closed, "every manager is closed")
 		assert.Zero(t, h.users)
 	}
+}
+
+// TestUsesServers: a workspace's servers start for a session that may call
+// one of their tools: any session without an allow-list, else one whose
+// allow-list names one.
+func TestUsesServers(t *testing.T) {
+	servers := map[string]config.MCPServer{"git": {Type: config.TransportStdio, Command: "git-mcp"}}
+	assert.True(t, usesServers(session.Settings{}, servers))
+	assert.True(t, usesServers(session.Settings{AvailableTools: []string{"bash", "mcp__git__status"}}, servers))
+	assert.False(t, usesServers(session.Settings{AvailableTools: []string{"bash", "mcp__gitx__status"}}, servers))
+	assert.False(t, usesServers(session.Settings{AvailableTools: []string{"view"}}, servers))
 }
