@@ -196,6 +196,15 @@ func (c *Client) ListPermissions(ctx context.Context, workspaceID string) ([]pro
 	return out.Permissions, err
 }
 
+// MCPServers lists the MCP servers of the workspace (its configuration's)
+// and of its sessions that have run, each with its state and tools. An
+// invalid workspace configuration file fails with invalid_config.
+func (c *Client) MCPServers(ctx context.Context, workspaceID string) ([]proto.MCPServerStatus, error) {
+	var out proto.MCPServerList
+	_, err := c.do(ctx, call{method: http.MethodGet, path: path("workspaces", workspaceID, "mcp"), out: &out, auth: true})
+	return out.Servers, err
+}
+
 // AnswerPermission decides a permission request announced as
 // permission.requested, with one of the proto.Decision* values; the answer
 // carries the result (proto.Result*). The first answer of any client wins; a

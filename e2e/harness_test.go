@@ -20,11 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tandem-dev/tandem/internal/mcp/mcptest"
 	"github.com/tandem-dev/tandem/internal/server"
 	"github.com/tandem-dev/tandem/proto"
 )
 
 func TestMain(m *testing.M) {
+	// This test binary is also the MCP server the MCP tests start.
+	mcptest.Main()
 	if os.Getenv(posterEnv) != "" {
 		os.Exit(posterMain())
 	}

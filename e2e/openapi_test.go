@@ -333,6 +333,7 @@ var eventData = map[string]string{
 	proto.EventClientAttached:      "ClientPresence",
 	proto.EventClientDetached:      "ClientPresence",
 	proto.EventWorkspaceClosing:    "WorkspaceClosing",
+	proto.EventMCPServerStatus:     "McpServerStatus",
 	proto.EventStreamOpened:        "StreamOpened",
 	proto.EventStreamReset:         "StreamReset",
 	proto.EventStreamEvicted:       "StreamEvicted",
@@ -433,7 +434,10 @@ func (r *recorder) data(typ string, v any) {
 // and the workspace closing) matches the spec's schemas, and every event
 // type of the contract's table shows up.
 func TestEventsMatchTheSpec(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, withConfigFile(t, `{
+		"mcp_servers": {"t": `+stdioServer("serve")+`},
+		"permissions": [{"tool": "mcp__t__echo", "decision": "allow"}]
+	}`))
 	sp := spec(t)
 	require.NoError(t, os.WriteFile(filepath.Join(e.workDir, "notes.txt"), []byte("one\ntwo\nthree\n"), 0o600))
 	ws := e.createWorkspace()
@@ -508,6 +512,19 @@ func TestEventsMatchTheSpec(t *testing.T) {
 	rec.until(proto.EventToolResolved)
 	rec.data(proto.EventRunCompleted, &rc)
 	require.Equal(t, acc5.RunID, rc.RunID)
+
+	// An MCP server's tool, allowed by a rule (the server started with
+	// the session's first run); the servers' list.
+	acc8 := e.prompt(ws.ID, sess.ID, `/tool mcp__t__echo {"text": "over MCP"}`)
+	var tf proto.ToolFinished
+	rec.data(proto.EventToolFinished, &tf)
+	require.Equal(t, proto.ResultApprovedByRule, tf.Permission)
+	require.Equal(t, "over MCP", tf.Content)
+	rec.data(proto.EventRunCompleted, &rc)
+	require.Equal(t, acc8.RunID, rc.RunID)
+	var servers proto.MCPServerList
+	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/mcp", nil, &servers)
+	require.Len(t, servers.Servers, 1)
 
 	// A denied permission (deny_all) and a canceled run in the other session.
 	acc6 := e.prompt(ws.ID, other.ID, `/tool bash {"command": "echo hi"}`)

@@ -50,6 +50,8 @@ const (
 	EventClientDetached = "client.detached"
 
 	EventWorkspaceClosing = "workspace.closing"
+
+	EventMCPServerStatus = "mcp.server_status"
 )
 
 // IsWorkspaceLevel reports whether events of type t pass every session filter.
@@ -127,4 +129,33 @@ type SessionModelChanged struct {
 	Model           string `json:"model"`
 	PreviousModel   string `json:"previous_model"`
 	ReasoningEffort string `json:"reasoning_effort"`
+}
+
+// MCP server states of mcp.server_status.
+const (
+	MCPStarting  = "starting"
+	MCPConnected = "connected"
+	MCPFailed    = "failed"
+	MCPStopped   = "stopped"
+)
+
+// MCPServerStatus is the data of mcp.server_status: an MCP server's state
+// after a change, and an entry of GET /v1/workspaces/{id}/mcp.
+type MCPServerStatus struct {
+	// Name is the server's configured name.
+	Name string `json:"name"`
+	// SessionID is set for a session's own servers.
+	SessionID string `json:"session_id,omitempty"`
+	// Status is MCPStarting, MCPConnected, MCPFailed or MCPStopped.
+	Status string `json:"status"`
+	// Tools are the names offered to the model (mcp__NAME__TOOL); empty
+	// unless connected.
+	Tools []string `json:"tools"`
+	// Error says why the server failed.
+	Error string `json:"error,omitempty"`
+}
+
+// MCPServerList is the body of GET /v1/workspaces/{id}/mcp.
+type MCPServerList struct {
+	Servers []MCPServerStatus `json:"servers"`
 }

@@ -7,6 +7,8 @@ const (
 	PermissionShell      = "shell"
 	PermissionWrite      = "write"
 	PermissionCustomTool = "custom_tool"
+	// PermissionMCP is asked by a tool of an MCP server (mcp__NAME__TOOL).
+	PermissionMCP = "mcp"
 )
 
 // Permission decisions a client may send.
@@ -25,6 +27,10 @@ const (
 	ResultDeniedNoClient     = "denied_no_client"
 	ResultDeniedByMode       = "denied_by_mode"
 	ResultCanceled           = "canceled"
+	// ResultApprovedByRule and ResultDeniedByRule are what a permission
+	// rule decided, without asking anyone; ToolFinished.Permission says so.
+	ResultApprovedByRule = "approved_by_rule"
+	ResultDeniedByRule   = "denied_by_rule"
 )
 
 // PermissionRequest asks the clients whether a tool call may run; it is the
@@ -110,6 +116,10 @@ type ResumeRequest struct {
 	Tools               []ToolSpec `json:"tools,omitempty"`
 	ContinuePendingWork bool       `json:"continue_pending_work,omitempty"`
 	Provider            *Provider  `json:"provider,omitempty"`
+	// MCPServers, when given, replaces the session's own MCP servers (see
+	// CreateSessionRequest.MCPServers); their env and header values, kept
+	// in memory only, are given again this way after a server restart.
+	MCPServers json.RawMessage `json:"mcp_servers,omitempty"`
 }
 
 // ResumeResponse is the answer to a resume.

@@ -189,6 +189,12 @@ type CreateSessionRequest struct {
 	PermissionMode  string         `json:"permission_mode,omitempty"`
 	ClientID        string         `json:"client_id,omitempty"`
 	Tools           []ToolSpec     `json:"tools,omitempty"`
+	// MCPServers are the session's own MCP servers, added to the
+	// configuration file's: {"NAME": {"type": "stdio", "command", "args",
+	// "env", "tools"} | {"type": "http", "url", "headers", "tools"}},
+	// checked as the configuration file is. Their env and header values
+	// (tokens, often) are kept in memory only, like a provider's api_key.
+	MCPServers json.RawMessage `json:"mcp_servers,omitempty"`
 }
 
 // LogRequest is the body of POST .../sessions/{sid}/log.

@@ -111,4 +111,8 @@ type ToolFinished struct {
 	Name       string `json:"name"`
 	IsError    bool   `json:"is_error"`
 	Content    string `json:"content"`
+	// Permission is set when a permission rule decided the call without
+	// asking: ResultApprovedByRule (it ran) or ResultDeniedByRule (it did
+	// not, and Content is the denial the model read).
+	Permission string `json:"permission,omitempty"`
 }

@@ -252,6 +252,10 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)
 	}
+	file, err := loadConfig(so, env.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("in-process server: invalid configuration:\n%w", err)
+	}
 	// Take the data dir first: if a server holds it, say which and stop,
 	// before the token file is touched.
 	dir, err := server.OpenDataDir(so.dataDir)
@@ -279,6 +283,7 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 		Dir:            dir,
 		Token:          token,
 		DefaultModel:   so.model,
+		Config:         file,
 		CreateGrace:    so.createGrace,
 		DetachGrace:    so.detachGrace,
 		Heartbeat:      so.heartbeat,

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/httpapi"
-	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -37,6 +37,8 @@ commands:
   sessions    list the sessions of the current directory's workspace
   workspaces  list the server's workspaces
   web         open the web app in a browser, signed in
+  mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
+  config      check configuration files (tandem config check [FILE])
   serve       run the server
   version     print the version (also --version)
 
@@ -61,6 +63,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return workspacesCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "web":
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
+	case "mcp":
+		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "config":
+		return configCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0
@@ -82,10 +88,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 // serveOptions are the flags of tandem serve; each also reads an environment
 // variable, and a flag given on the command line wins over it.
 type serveOptions struct {
-	addr        string
-	dataDir     string
-	token       string
-	model       string
+	addr    string
+	dataDir string
+	token   string
+	model   string
+	// config is --config: the server's configuration file; "" lets
+	// config.ServerPath decide (TANDEM_CONFIG, then the default path).
+	config      string
 	createGrace time.Duration
 	detachGrace time.Duration
 	heartbeat   time.Duration
@@ -132,7 +141,8 @@ flags:
 	fs.StringVar(&o.addr, "addr", env("TANDEM_ADDR", "127.0.0.1:7433"), "listen address; port 0 picks a free port (TANDEM_ADDR)")
 	fs.StringVar(&o.dataDir, "data-dir", env("TANDEM_DATA_DIR", defaultDataDir(getenv)), "data directory (TANDEM_DATA_DIR)")
 	fs.StringVar(&o.token, "token", env("TANDEM_TOKEN", ""), "bearer token; generated into DATA_DIR/token when empty (TANDEM_TOKEN)")
-	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", "echo"), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL)")
+	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", ""), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL); default: the configuration file's model, else echo")
+	fs.StringVar(&o.config, "config", "", "configuration file (TANDEM_CONFIG); default: $XDG_CONFIG_HOME/tandem/config.json, else ~/.config/tandem/config.json (absent is fine)")
 	fs.StringVar(&o.logLevel, "log-level", env("TANDEM_LOG_LEVEL", "info"), "debug, info, warn or error (TANDEM_LOG_LEVEL)")
 	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
@@ -166,10 +176,6 @@ flags:
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
-	}
-	// A model the server cannot build is refused now, not at each run.
-	if _, _, err := provider.Resolve(o.model); err != nil {
-		return o, fmt.Errorf("--model (TANDEM_MODEL): %w", err)
 	}
 	for _, origin := range strings.Split(*origins, ",") {
 		if origin = strings.TrimSpace(origin); origin == "" {
@@ -208,6 +214,43 @@ func isLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
+// errModel is a --model (TANDEM_MODEL) no provider can serve: a usage
+// error, where a bad configuration file is not.
+var errModel = errors.New("--model (TANDEM_MODEL)")
+
+// loadConfig reads the server's configuration file and checks it with the
+// default model: an unknown key, a bad value or a model of no provider
+// stops the server, naming the file, the key and why.
+func loadConfig(o serveOptions, getenv func(string) string) (*config.File, error) {
+	file, err := config.LoadServer(o.config, getenv)
+	if err != nil {
+		return nil, err
+	}
+	// What no single file can say (a model of an unknown provider).
+	cfg, err := config.Merge(file)
+	if err != nil {
+		return nil, err
+	}
+	// A model the server cannot build is refused now, not at each run.
+	if o.model != "" {
+		if err := cfg.CheckModel(o.model); err != nil {
+			return nil, fmt.Errorf("%w: %w", errModel, err)
+		}
+	}
+	return file, nil
+}
+
+// configError prints why the configuration stops the command and returns
+// its exit code: 2 for a bad --model, 1 for a bad file.
+func configError(stderr io.Writer, cmd string, err error) int {
+	if errors.Is(err, errModel) {
+		fmt.Fprintf(stderr, "tandem %s: %v\n", cmd, err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "tandem %s: invalid configuration:\n%v\n", cmd, err)
+	return 1
+}
+
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseServe(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -216,6 +259,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)
 		return 2
+	}
+	file, err := loadConfig(o, getenv)
+	if err != nil {
+		return configError(stderr, "serve", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -258,6 +305,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		Dir:            dir,
 		Token:          token,
 		DefaultModel:   o.model,
+		Config:         file,
 		CreateGrace:    o.createGrace,
 		DetachGrace:    o.detachGrace,
 		Heartbeat:      o.heartbeat,

@@ -429,6 +429,12 @@ func (r *runner) handle(ev proto.Event) {
 	case proto.EventStreamEvicted:
 		r.scr.Line("tandem: the server dropped the stream for being slow; reconnecting")
 		return
+	case proto.EventMCPServerStatus:
+		// A server that cannot run is worth saying: its tools are gone.
+		if d, err := client.DecodeData[proto.MCPServerStatus](ev); err == nil && d.Status == proto.MCPFailed && !r.o.json {
+			r.scr.Line("[mcp] server %s failed: %s", d.Name, shorten(d.Error))
+		}
+		return
 	}
 	if ev.RunID != r.runID {
 		return
@@ -465,6 +471,10 @@ func (r *runner) handle(ev proto.Event) {
 			return
 		}
 		if !r.o.json {
+			if d.Permission != "" {
+				// A rule of the configuration decided it, not a person.
+				r.scr.Line("[rule] %s: %s", d.Name, d.Permission)
+			}
 			verb := "done"
 			if d.IsError {
 				verb = "failed"

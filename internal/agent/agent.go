@@ -46,6 +46,9 @@ type ToolResult struct {
 	// Suspended reports that the call still waits on a client while the
 	// run's context ended for a reason other than a cancel: the run is kept.
 	Suspended bool
+	// Permission is set when a permission rule decided the call
+	// (proto.ToolFinished.Permission).
+	Permission string
 }
 
 // Revival modes of a suspended run.
@@ -345,7 +348,7 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 			return true
 		}
 		res.Content = CutToolResult(res.Content)
-		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content}, false)
+		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content, Permission: res.Permission}, false)
 	}
 	x.toolMessage(c, res)
 	x.flush()

@@ -13,6 +13,8 @@ type checker struct {
 	data []byte
 	errs Errors
 	full bool
+	// workspace is set for a workspace's file (see ParseWorkspace).
+	workspace bool
 }
 
 func (c *checker) add(off int, key, format string, args ...any) {

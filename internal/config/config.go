@@ -21,6 +21,18 @@
 // provider names the environment variable holding its key (api_key_env), and
 // an MCP server's args, env values and header values may say ${NAME} to take
 // a variable's value when the server starts (Expand).
+//
+// A workspace's file comes with the project, and the project may come from
+// anyone (a cloned repository): it must not be able to send the user's keys
+// elsewhere. So a workspace file may not name a key variable (api_key_env),
+// may not give a base_url to a provider named openai, azure or anthropic
+// (whose key is the server's OPENAI_API_KEY, AZURE_OPENAI_API_KEY or
+// ANTHROPIC_API_KEY), and may not put a ${NAME} reference in an http MCP
+// server's headers. Each is an error naming the file and the key
+// (ParseWorkspace). What a workspace file may still do, and what its user
+// must know before opening a project they do not trust, is start its own
+// stdio MCP servers (programs of the project) and approve tool calls with
+// allow rules.
 package config
 
 import (
@@ -147,13 +159,24 @@ func (c *Config) Rules() *rules.Set {
 	return c.rules
 }
 
-// Parse reads data as the configuration file at path (named in errors).
-// Errors are an Errors list of *Error.
+// Parse reads data as the server's configuration file at path (named in
+// errors). Errors are an Errors list of *Error.
 func Parse(path string, data []byte) (*File, error) {
+	return parse(path, data, false)
+}
+
+// ParseWorkspace reads data as a workspace's configuration file at path:
+// Parse, and what could send the user's keys elsewhere refused (see the
+// package documentation).
+func ParseWorkspace(path string, data []byte) (*File, error) {
+	return parse(path, data, true)
+}
+
+func parse(path string, data []byte, workspace bool) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, Errors{{File: path, Reason: fmt.Sprintf("file is %d bytes, more than %d", len(data), MaxFileSize)}}
 	}
-	c := &checker{file: path, data: data}
+	c := &checker{file: path, data: data, workspace: workspace}
 	root, err := parseTree(data)
 	if err != nil {
 		se := err.(*syntaxError)
@@ -256,13 +279,17 @@ func checkProvider(c *checker, name string, n *node, path string) (Provider, boo
 		if s, ok := c.nonEmpty(u, keyPath(path, "base_url"), maxStringLen); ok {
 			if err := checkURL(s); err != nil {
 				c.add(u.off, keyPath(path, "base_url"), "%v", err)
+			} else if c.workspace && isBuiltinProvider(name) {
+				c.add(u.off, keyPath(path, "base_url"), "is not allowed in a workspace's file for provider %s, whose key is the server's %s: the project's file would send that key to its URL; set it in your own configuration file (--config), or name the provider otherwise (it then gets no key)", name, provider.KeyVariable(name))
 			}
 			p.BaseURL = s
 		}
 	}
 	if e := fields["api_key_env"]; e != nil {
 		if s, ok := c.nonEmpty(e, keyPath(path, "api_key_env"), maxStringLen); ok {
-			if !validEnvName(s) {
+			if c.workspace {
+				c.add(e.off, keyPath(path, "api_key_env"), "is not allowed in a workspace's file: the project's file could send any of your keys to any URL; define this provider in your own configuration file (--config)")
+			} else if !validEnvName(s) {
 				c.add(e.off, keyPath(path, "api_key_env"), "%s is not an environment variable name (letters, digits and _; the name of the variable holding the key, never the key itself)", quote(s))
 			}
 			p.APIKeyEnv = s

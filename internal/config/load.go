@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -52,18 +54,22 @@ func LoadServer(flagValue string, getenv func(string) string) (*File, error) {
 // Errors naming it that also unwraps to the cause: test for a missing file
 // with errors.Is(err, fs.ErrNotExist).
 func Load(path string) (*File, error) {
+	return load(path, false)
+}
+
+func load(path string, workspace bool) (*File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, openError(path, err)
 	}
 	defer f.Close()
-	return read(path, f)
+	return read(path, f, workspace)
 }
 
-// LoadWorkspace reads WORKSPACE/.tandem/config.json. It never leaves the
-// workspace: the file and .tandem may be symlinks only to places inside it,
-// because the file is in the project, and the project may come from anyone.
-// An absent file is a nil File and no error.
+// LoadWorkspace reads WORKSPACE/.tandem/config.json as ParseWorkspace does.
+// It never leaves the workspace: the file and .tandem may be symlinks only
+// to places inside it, because the file is in the project, and the project
+// may come from anyone. An absent file is a nil File and no error.
 func LoadWorkspace(root string) (*File, error) {
 	path := filepath.Join(root, WorkspaceFile)
 	r, err := os.OpenRoot(root)
@@ -79,12 +85,12 @@ func LoadWorkspace(root string) (*File, error) {
 		return nil, openError(path, err)
 	}
 	defer f.Close()
-	return read(path, f)
+	return read(path, f, true)
 }
 
 // read reads a configuration file from f, which must be a regular file (a
 // FIFO would block forever, a device would never end).
-func read(path string, f *os.File) (*File, error) {
+func read(path string, f *os.File, workspace bool) (*File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, openError(path, err)
@@ -99,7 +105,7 @@ func read(path string, f *os.File) (*File, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	return Parse(path, data)
+	return parse(path, data, workspace)
 }
 
 // openError reports a file that cannot be read, keeping fs.ErrNotExist
@@ -135,15 +141,20 @@ func ForWorkspace(server *File, root string) (*Config, error) {
 	return Merge(server, ws)
 }
 
-// Check validates files as the server would use them: each read and checked,
-// then merged in order (later ones winning). It is `tandem config check`:
-// give the server file, or the server file and then a workspace file. Every
-// path must exist.
-func Check(paths ...string) (*Config, error) {
-	files := make([]*File, 0, len(paths))
+// Check validates files as the server would use them: each read and
+// checked, then merged in order (later ones winning). It is `tandem config
+// check`: server is the server's file ("" for none), workspaces the
+// workspace files after it (read as ParseWorkspace does). Every path given
+// must exist.
+func Check(server string, workspaces ...string) (*Config, error) {
+	files := make([]*File, 0, 1+len(workspaces))
 	var errs Errors
-	for _, p := range paths {
-		f, err := Load(p)
+	paths := append([]string{server}, workspaces...)
+	for i, p := range paths {
+		if i == 0 && p == "" {
+			continue
+		}
+		f, err := load(p, i > 0)
 		if err != nil {
 			var es Errors
 			if errors.As(err, &es) {
@@ -232,4 +243,27 @@ func (c *Config) ResolveModel(model string, getenv func(string) string) (provide
 		cfg.APIKey = key
 	}
 	return cfg, name, nil
+}
+
+// CheckModel reports whether model is a model string this configuration
+// can name: PROVIDER/MODEL with PROVIDER a providers entry or a built-in
+// type (echo alone too). It does not look for keys: a session may name a
+// model whose key is set later.
+func (c *Config) CheckModel(model string) error {
+	prov, name, _ := strings.Cut(strings.TrimSpace(model), "/")
+	if c != nil {
+		if _, ok := c.Providers[prov]; ok {
+			if name == "" {
+				return fmt.Errorf("model %s: missing the model name after %s (want PROVIDER/MODEL)", quote(model), quote(prov+"/"))
+			}
+			return nil
+		}
+	}
+	if _, _, err := provider.Resolve(model); err != nil {
+		if c != nil && len(c.Providers) > 0 {
+			return fmt.Errorf("%w; the configuration's providers: %s", err, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+		}
+		return err
+	}
+	return nil
 }

@@ -135,6 +135,13 @@ func checkMCPServer(c *checker, n *node, path string) (MCPServer, bool) {
 				}
 				return nil
 			})
+			if c.workspace {
+				for _, m := range v.members {
+					if m.val.kind == 's' && strings.Contains(m.val.str, "${") {
+						c.add(m.val.off, keyPath(keyPath(path, "headers"), m.key), "a workspace's file may not send environment variables to an http server: the project's file could send your tokens to any URL; define this server in your own configuration file (--config)")
+					}
+				}
+			}
 		}
 	}
 	if v := fields["tools"]; v != nil {

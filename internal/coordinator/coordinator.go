@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
@@ -49,6 +50,11 @@ type Config struct {
 	Runner     *agent.Runner
 	Broker     *pending.Broker
 	Tools      *toolset.Set
+	// Configs gives each workspace its configuration (providers, rules, MCP
+	// servers), read again when its file changed; nil is the empty one.
+	Configs *config.Loader
+	// MCP tunes the MCP servers of workspaces and sessions.
+	MCP MCPOptions
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
@@ -65,6 +71,8 @@ type Coordinator struct {
 	sessions map[string]*sessionRuns
 	hist     histories
 	prompts  systemPrompts
+	// mcp runs the MCP servers of workspaces and sessions.
+	mcp *mcpServers
 	// deletes counts the session deletes that have removed a session from
 	// the store (see admitLocked).
 	deletes atomic.Uint64
@@ -78,7 +86,10 @@ func New(cfg Config) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns)}
+	if cfg.Configs == nil {
+		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
+	}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: newMCPServers(cfg.MCP, cfg.Logger)}
 }
 
 // sessionRuns is one session's run state machine.
@@ -125,6 +136,9 @@ type run struct {
 	// name asks the run to title its untitled session after the prompt; it
 	// is done when the run starts, off the 202's path.
 	name bool
+	// config is the workspace's configuration as the prompt was accepted
+	// with; nil for a revived run.
+	config *config.Config
 
 	// state is runLive until a cancel claims the run (runCanceled) or the
 	// run commits to another end (runCommitted); it never changes again.
@@ -238,13 +252,18 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err := ws.CheckOpen(); err != nil {
 		return proto.PromptAccepted{}, err
 	}
+	// A stat of the workspace's file, unless it changed: then it is read.
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return proto.PromptAccepted{}, session.InvalidConfig(err)
+	}
 	atts, err := prepareAttachments(ws.Path, req.Attachments)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
 	r := &run{
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
-		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle,
+		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
 	}
 	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
 	if err != nil {
@@ -506,6 +525,10 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 			c.log.Warn("name session", "session_id", sr.id, "err", err)
 		}
 	}
+	cfg := r.config
+	if cfg == nil {
+		cfg = c.revivedConfig(sr.ws)
+	}
 	// The session as accepted is current unless some session's settings
 	// changed since: then, and only then, it is read again.
 	changes := r.changes
@@ -516,6 +539,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 	var (
 		sess store.Session
 		err  error
+		rc   toolset.RunConfig
 	)
 	if r.session != nil && changes == c.cfg.Sessions.Changes() {
 		sess = *r.session
@@ -528,31 +552,54 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		r.claimCancel()
 		ar.Provider = failing{err}
 	} else {
-		c.configure(ar, sess)
+		c.configure(ar, sess, cfg)
+		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, c.settings(sess), cfg)
+		defer release()
+		rc = toolset.RunConfig{Rules: cfg.Rules(), MCP: mgrs}
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
 			}
 			if sess, err := read(); err == nil {
-				c.configure(ar, sess)
+				c.configure(ar, sess, cfg)
 			}
 		}
 	}
+	unbind := c.cfg.Tools.Bind(r.id, rc)
+	defer unbind()
 	res := c.cfg.Runner.Execute(ctx, ar)
 	if !res.Suspended {
 		c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
 	}
 }
 
-// configure fills the run's model, provider, system prompt and tool settings
-// from the session.
-func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
+// revivedConfig is the configuration a revived run goes on with: its
+// workspace's, or, when the workspace's file is invalid now, the server's
+// alone (a revived run has no prompt to refuse).
+func (c *Coordinator) revivedConfig(ws *workspace.Workspace) *config.Config {
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		c.log.Warn("workspace configuration invalid; a revived run goes on with the server's", "workspace_id", ws.ID, "err", err)
+		return c.cfg.Configs.Server()
+	}
+	return cfg
+}
+
+// settings decodes the session's settings.
+func (c *Coordinator) settings(sess store.Session) session.Settings {
 	var settings session.Settings
 	if len(sess.Config) > 0 {
 		if err := json.Unmarshal(sess.Config, &settings); err != nil {
 			c.log.Error("decode session settings", "session_id", sess.ID, "err", err)
 		}
 	}
+	return settings
+}
+
+// configure fills the run's model, provider, system prompt and tool settings
+// from the session and the workspace's configuration.
+func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.Config) {
+	settings := c.settings(sess)
 	ar.Model = sess.Model
 	ar.ReasoningEffort = sess.ReasoningEffort
 	ar.AvailableTools = settings.AvailableTools
@@ -569,7 +616,7 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly)}, tools...)
 		return c.prompts.get(key, func() string { return prompt.Build(settings.SystemMessage, env) })
 	}
-	p, name, err := c.provider(sess, settings)
+	p, name, err := c.provider(sess, settings, cfg)
 	if err != nil {
 		ar.Provider = failing{err}
 		return
@@ -578,15 +625,18 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session) {
 }
 
 // provider builds the session's model provider: its own provider settings if
-// it has them (its API key from memory), else the environment's.
-func (c *Coordinator) provider(sess store.Session, settings session.Settings) (provider.Provider, string, error) {
-	typ, name, err := provider.Resolve(sess.Model)
-	if err != nil {
-		return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
-	}
+// it has them (its API key from memory), else the configuration's for the
+// model's PROVIDER (a providers entry, or a built-in type and the
+// environment's settings for it).
+func (c *Coordinator) provider(sess store.Session, settings session.Settings, cfg *config.Config) (provider.Provider, string, error) {
 	getenv := c.cfg.Getenv
 	var pc provider.Config
+	var name string
 	if sp := settings.Provider; sp != nil {
+		if err := cfg.CheckModel(sess.Model); err != nil {
+			return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+		}
+		_, name, _ = strings.Cut(strings.TrimSpace(sess.Model), "/")
 		pc = provider.Config{Type: sp.Type, BaseURL: sp.BaseURL, APIKey: c.cfg.Sessions.APIKey(sess.ID)}
 		if sp.Azure != nil {
 			pc.AzureAPIVersion = sp.Azure.APIVersion
@@ -595,7 +645,10 @@ func (c *Coordinator) provider(sess store.Session, settings session.Settings) (p
 			pc.APIKey = provider.FromEnv(sp.Type, getenv).APIKey
 		}
 	} else {
-		pc = provider.FromEnv(typ, getenv)
+		var err error
+		if pc, name, err = cfg.ResolveModel(sess.Model, getenv); err != nil {
+			return nil, "", &provider.Error{Code: "model_bad_request", Message: err.Error()}
+		}
 	}
 	p, err := c.cfg.NewProvider(pc)
 	if err != nil {
@@ -717,6 +770,7 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			// Counted before the state machine can be dropped: see admitLocked.
 			c.deletes.Add(1)
 			c.cfg.Tools.ForgetSession(sessionID)
+			c.mcp.closeSession(sessionID)
 		}
 		sr.mu.Lock()
 		sr.deleting--
@@ -758,9 +812,11 @@ func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {
 	}
 }
 
-// WorkspaceClosed waits until the runs of a closed workspace have ended; its
-// context is canceled, so they end promptly as canceled.
+// WorkspaceClosed waits until the runs of a closed workspace have ended (its
+// context is canceled, so they end promptly as canceled), then stops its MCP
+// servers and its sessions', every stdio server's process group included.
 func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
+	defer c.mcp.closeWorkspace(ws)
 	c.mu.Lock()
 	var ids []string
 	for id, sr := range c.sessions {
@@ -776,7 +832,8 @@ func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
 	}
 }
 
-// Wait waits for every session worker to exit.
+// Wait waits for every session worker to exit, and for the MCP servers
+// retired meanwhile to stop.
 func (c *Coordinator) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -785,8 +842,11 @@ func (c *Coordinator) Wait(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return errors.New("runs still running at shutdown deadline")
 	}
+	if err := c.mcp.wait(ctx); err != nil {
+		return errors.New("MCP servers still stopping at shutdown deadline")
+	}
+	return nil
 }

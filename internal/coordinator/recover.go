@@ -124,7 +124,7 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 			Revive:    agent.ReviveInterrupt,
 		}
 		if sess, err := c.cfg.Store.GetSession(ctx, wsID, r.sessionID); err == nil {
-			c.configure(ar, sess)
+			c.configure(ar, sess, c.revivedConfig(ws))
 		}
 		c.cfg.Runner.Execute(ctx, ar)
 	}

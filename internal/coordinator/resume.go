@@ -27,6 +27,10 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 	if err := session.ValidProvider(req.Provider); err != nil {
 		return proto.ResumeResponse{}, err
 	}
+	servers, err := session.ParseMCPServers(req.MCPServers)
+	if err != nil {
+		return proto.ResumeResponse{}, err
+	}
 	// Tools first: a tool conflict refuses the resume before anything changed.
 	if err := c.cfg.Tools.Register(ws.ID, sess.ID, req.ClientID, req.Tools); err != nil {
 		return proto.ResumeResponse{}, err
@@ -35,6 +39,13 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 		if err := c.cfg.Sessions.SetProvider(ctx, ws.ID, sess.ID, req.Provider); err != nil {
 			return proto.ResumeResponse{}, err
 		}
+	}
+	if req.MCPServers != nil {
+		// Given, even empty: it replaces the session's own servers.
+		if err := c.cfg.Sessions.SetMCPServers(ctx, ws.ID, sess.ID, servers); err != nil {
+			return proto.ResumeResponse{}, err
+		}
+		c.mcp.found(sess.ID)
 	}
 	active := c.inMemory(sess.ID) || c.cfg.Sessions.OtherClientAttached(ws, sess.ID, req.ClientID)
 	c.cfg.Sessions.Join(sess.ID, req.ClientID)

@@ -19,6 +19,8 @@ type Agent interface {
 	Permissions(ctx context.Context, workspaceID string) ([]proto.PermissionRequest, error)
 	AnswerPermission(ctx context.Context, workspaceID, requestID string, a proto.PermissionAnswer) (string, error)
 	AnswerToolCall(ctx context.Context, workspaceID, requestID string, a proto.ToolCallAnswer) error
+	// MCPServers lists the MCP servers of the workspace and its sessions.
+	MCPServers(ctx context.Context, workspaceID string) ([]proto.MCPServerStatus, error)
 }
 
 func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
@@ -79,4 +81,9 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 	err := a.cfg.Agent.AnswerToolCall(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
 	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
+}
+
+func (a *API) mcpServers(w http.ResponseWriter, r *http.Request) {
+	list, err := a.cfg.Agent.MCPServers(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusOK, proto.MCPServerList{Servers: list}, err)
 }

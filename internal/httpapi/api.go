@@ -158,6 +158,7 @@ func (a *API) Handler() http.Handler {
 				r.Delete("/", a.deleteWorkspace)
 				r.Get("/events", a.streamEvents)
 				r.Get("/permissions", a.permissions)
+				r.Get("/mcp", a.mcpServers)
 				r.Post("/permissions/{rid}", a.answerPermission)
 				r.Post("/tool-calls/{rid}", a.answerToolCall)
 				r.Route("/sessions", func(r chi.Router) {

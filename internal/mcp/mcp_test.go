@@ -459,3 +459,31 @@ func TestNeverStarted(t *testing.T) {
 	assert.Equal(t, []Status{{Server: "a", Status: StatusStopped, Tools: []string{}}}, m.Statuses())
 	require.NoError(t, m.Close(), "Close is idempotent")
 }
+
+// TestErrorsHideURLSecrets: a URL's query (a token, often) never shows in
+// a status or a call's error, which clients, the disk and the model see.
+func TestErrorsHideURLSecrets(t *testing.T) {
+	m, rec := start(t, map[string]config.MCPServer{
+		"q": {Type: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp?key=sk-secret-7"},
+	}, Options{})
+	st := rec.waitStatus(t, "q", StatusFailed)
+	assert.Contains(t, st.Err, "http://127.0.0.1:1/mcp?...")
+	assert.NotContains(t, st.Err, "sk-secret-7")
+	for _, s := range m.Statuses() {
+		assert.NotContains(t, s.Err, "sk-secret-7")
+	}
+	res := m.Call(context.Background(), "mcp__q__echo", nil)
+	assert.True(t, res.IsError)
+	assert.Contains(t, res.Content, "mcp?...")
+	assert.NotContains(t, res.Content, "sk-secret-7")
+
+	assert.Equal(t, "x", redactor("")("x"))
+	assert.Equal(t, `Post "https://h/p": EOF`, redactor("https://u:pw@h/p")(`Post "https://u:xxxxx@h/p": EOF`))
+}
+
+func TestCallBeforeStart(t *testing.T) {
+	m := New(map[string]config.MCPServer{"a": testServer("serve", nil)}, Options{Dir: t.TempDir()})
+	defer m.Close()
+	assert.Equal(t, Result{Content: "MCP server a is not available (not started); its tools cannot be called", IsError: true},
+		m.Call(context.Background(), "mcp__a__echo", nil))
+}

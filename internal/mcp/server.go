@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ type server struct {
 	name string
 	spec config.MCPServer
 	log  *slog.Logger
+	// redact hides the secret parts of the server's URL from the errors
+	// that quote it (see redactor).
+	redact func(string) string
 
 	mu       sync.Mutex
 	state    string // "" until first started
@@ -53,12 +58,33 @@ func newServer(m *Manager, name string, spec config.MCPServer) *server {
 	if m.opts.SessionID != "" {
 		log = log.With("session_id", m.opts.SessionID)
 	}
-	return &server{m: m, name: name, spec: spec, log: log}
+	return &server{m: m, name: name, spec: spec, log: log, redact: redactor(spec.URL)}
+}
+
+// redactor hides what of rawURL may be a secret (its query, a user name)
+// from texts that quote it: a transport error names the URL it failed on,
+// and a server's errors go to logs, to clients, into events kept on disk
+// and to the model.
+func redactor(rawURL string) func(string) string {
+	u, err := url.Parse(rawURL)
+	if rawURL == "" || err != nil || (u.RawQuery == "" && u.User == nil) {
+		return func(s string) string { return s }
+	}
+	shown := *u
+	shown.User = nil
+	if shown.RawQuery != "" {
+		shown.RawQuery = "..."
+	}
+	pairs := []string{rawURL, shown.String()}
+	if u.User != nil {
+		pairs = append(pairs, u.Redacted(), shown.String())
+	}
+	return strings.NewReplacer(pairs...).Replace
 }
 
 // statusLocked is the server's Status; s.mu is held.
 func (s *server) statusLocked() Status {
-	st := Status{Server: s.name, SessionID: s.m.opts.SessionID, Status: s.state, Tools: []string{}, Err: s.err}
+	st := Status{Server: s.name, SessionID: s.m.opts.SessionID, Status: s.state, Tools: []string{}, Err: s.redact(s.err)}
 	if st.Status == "" {
 		st.Status = StatusStopped
 	}
@@ -139,7 +165,7 @@ func (s *server) run(settled chan struct{}) {
 				if !isWireError(err) && c.ctx.Err() == nil {
 					c.end(c.describe("listing its tools failed: " + err.Error()))
 				} else {
-					s.log.Warn("mcp server tool list refresh failed", "err", err)
+					s.log.Warn("mcp server tool list refresh failed", "err", s.redact(err.Error()))
 				}
 				continue
 			}
@@ -175,7 +201,7 @@ func (s *server) finish(c *conn, settled chan struct{}, err error) {
 	defer s.mu.Unlock()
 	if err != nil && s.m.ctx.Err() == nil {
 		s.state, s.err, s.failedAt = StatusFailed, err.Error(), time.Now()
-		s.log.Warn("mcp server failed", "err", s.err)
+		s.log.Warn("mcp server failed", "err", s.redact(s.err))
 	} else {
 		s.state, s.err = StatusStopped, ""
 	}
@@ -309,10 +335,22 @@ func toolSchema(schema any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// call runs one tool call on the current connection.
+// call runs one tool call on the current connection; an error result says
+// nothing of the URL's secrets.
 func (s *server) call(ctx context.Context, remote string, args json.RawMessage) Result {
+	res := s.callOnce(ctx, remote, args)
+	if res.IsError {
+		res.Content = s.redact(res.Content)
+	}
+	return res
+}
+
+func (s *server) callOnce(ctx context.Context, remote string, args json.RawMessage) Result {
 	s.mu.Lock()
 	c, state, why := s.conn, s.state, s.err
+	if state == "" {
+		state = "not started"
+	}
 	known := false
 	for _, t := range s.tools {
 		if t.Remote == remote {

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-dev/tandem/internal/config"
+	"github.com/tandem-dev/tandem/internal/procgroup"
 )
 
 const (
@@ -37,6 +38,7 @@ const (
 // process is a stdio server's process, leader of its own process group.
 type process struct {
 	cmd    *exec.Cmd
+	group  *procgroup.Group
 	stdin  *os.File // ours: the server reads the other end
 	stdout *os.File
 	stderr *os.File
@@ -86,7 +88,7 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Its own process group, so that stopping it stops what it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procgroup.Prepare(cmd)
 	err = cmd.Start()
 	closeAll(inR, outW, errW) // the child's ends
 	if err != nil {
@@ -96,7 +98,7 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 		}
 		return nil, fmt.Errorf("cannot start %s: %v", s.spec.Command, err)
 	}
-	p := &process{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{}), stderrDone: make(chan struct{})}
+	p := &process{cmd: cmd, group: procgroup.Of(cmd), stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{}), stderrDone: make(chan struct{})}
 	c.proc = p
 	s.log.Info("mcp server started", "pid", cmd.Process.Pid, "command", s.spec.Command)
 	// These cannot be refused: teardown has not begun while starting.
@@ -175,7 +177,7 @@ func (p *process) exitReason() string {
 // returns once the process is reaped and stderr is read, each bounded.
 func (p *process) stop() {
 	_ = p.stdin.Close()
-	pgid := p.cmd.Process.Pid
+	defer p.group.Release()
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -187,13 +189,11 @@ func (p *process) stop() {
 		}
 	}
 	if !wait(stdinGrace) {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		p.group.Terminate()
 		wait(termGrace)
 	}
-	// Always, even when the leader is gone: what it started may not be. The
-	// group id stays the leader's while any member lives, so it names no
-	// other group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	// Always, even when the leader is gone: what it started may not be.
+	p.group.Kill()
 	wait(reapWait)
 	_ = p.stdout.Close()
 	t := time.NewTimer(stderrDrain)

@@ -581,6 +581,16 @@ func (b *Broker) AskedToolCall(ctx context.Context, wsID, runID, toolCallID stri
 	return r != nil, err
 }
 
+// AskedPermission reports whether the run already asked a permission for
+// the tool call. A revived run that finds one goes on with that request
+// (and its answer), whatever permission rules say now.
+func (b *Broker) AskedPermission(ctx context.Context, wsID, runID, toolCallID string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.find(ctx, wsID, runID, toolCallID, KindPermission)
+	return r != nil, err
+}
+
 // find returns the run's latest request for the tool call, settled or not:
 // a revived run that asks again for a call it asked before gets that
 // request (and its answer) back instead of a new one.

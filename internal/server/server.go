@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/pending"
-	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -43,12 +43,18 @@ type Config struct {
 	// callers that need it before the server exists (to read the token
 	// only once no other server can write it). The server owns it from New
 	// on, failure included. nil means New opens DataDir.
-	Dir          *DataDir
-	Token        string
+	Dir   *DataDir
+	Token string
+	// DefaultModel is --model or TANDEM_MODEL: when set, it wins over the
+	// configuration files' model; else theirs, else echo.
 	DefaultModel string
-	CreateGrace  time.Duration
-	DetachGrace  time.Duration
-	Heartbeat    time.Duration
+	// Config is the server's configuration file, read and checked
+	// (config.LoadServer); nil for none. Each workspace's own file is read
+	// as its prompts need it.
+	Config      *config.File
+	CreateGrace time.Duration
+	DetachGrace time.Duration
+	Heartbeat   time.Duration
 	// StreamQueueBytes bounds each stream's queue; 0 means 1 MiB.
 	StreamQueueBytes int
 	// MaxBody bounds request bodies; 0 means 16 MiB.
@@ -64,6 +70,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// Getenv reads provider settings (OPENAI_API_KEY...); nil means os.Getenv.
 	Getenv func(string) string
+	// MCPHandshakeTimeout bounds an MCP server's start up to its first
+	// tool list; 0 means 30 s (servers run through npx or uvx may download
+	// themselves first).
+	MCPHandshakeTimeout time.Duration
 	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
 	ModelRetryBackoff func(n int) time.Duration
 	Logger            *slog.Logger
@@ -86,9 +96,6 @@ type Server struct {
 
 // New opens the database in cfg.DataDir and builds the server.
 func New(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.DefaultModel == "" {
-		cfg.DefaultModel = "echo"
-	}
 	if cfg.CreateGrace == 0 {
 		cfg.CreateGrace = 30 * time.Second
 	}
@@ -107,6 +114,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	var bad error
 	if cfg.Token == "" {
 		bad = errors.New("server needs a token")
+	}
+	configs, err := config.NewLoader(cfg.Config)
+	if err != nil && bad == nil {
+		bad = err
 	}
 	for _, o := range cfg.AllowedOrigins {
 		if _, err := httpapi.CheckOrigin(o); err != nil && bad == nil {
@@ -147,15 +158,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	broker := pending.New(db, cfg.Logger)
 	tools := toolset.New(broker)
 	s.sessions = session.NewService(session.Config{
-		Tools:        tools,
-		Store:        db,
-		Workspaces:   s.workspaces,
-		DefaultModel: cfg.DefaultModel,
-		ValidateModel: func(model string) error {
-			_, _, err := provider.Resolve(model)
-			return err
-		},
-		Logger: cfg.Logger,
+		Tools:         tools,
+		Store:         db,
+		Workspaces:    s.workspaces,
+		Configs:       configs,
+		ModelOverride: cfg.DefaultModel,
+		Logger:        cfg.Logger,
 	})
 	s.runs = coordinator.New(coordinator.Config{
 		Store:      db,
@@ -169,6 +177,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		},
 		Broker:      broker,
 		Tools:       tools,
+		Configs:     configs,
+		MCP:         coordinator.MCPOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
@@ -194,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
-		DefaultModel:   cfg.DefaultModel,
+		DefaultModel:   configs.Server().DefaultModel(cfg.DefaultModel),
 		MaxBody:        cfg.MaxBody,
 		BodyTimeout:    cfg.BodyTimeout,
 		AllowedOrigins: cfg.AllowedOrigins,

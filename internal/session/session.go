@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -44,13 +46,19 @@ func (idleRuntime) Forget(context.Context, *workspace.Workspace, string) func(bo
 }
 
 // Settings are a session's persisted settings (store.Session.Config). The
-// provider's API key is not among them: it lives in memory only.
+// provider's API key is not among them: it lives in memory only. Nor are
+// the session's own MCP servers, whose URL, command, args, env and header
+// values may each hold a token: only their names are stored, the servers
+// themselves live in memory (MCPServers), and after a restart a client
+// gives them again with a resume.
 type Settings struct {
 	SystemMessage  *proto.SystemMessage `json:"system_message,omitempty"`
 	AvailableTools []string             `json:"available_tools,omitempty"`
 	ExcludedTools  []string             `json:"excluded_tools,omitempty"`
 	PermissionMode string               `json:"permission_mode,omitempty"`
 	Provider       *proto.Provider      `json:"provider,omitempty"`
+	// MCPServerNames names the session's own MCP servers.
+	MCPServerNames []string `json:"mcp_server_names,omitempty"`
 }
 
 // ToolRegistry keeps the tools clients offer in sessions.
@@ -64,10 +72,13 @@ type Config struct {
 	Tools      ToolRegistry
 	Store      store.Store
 	Workspaces *workspace.Manager
-	// DefaultModel is the model of sessions created without one.
-	DefaultModel string
-	// ValidateModel rejects model strings no provider can serve; nil accepts all.
-	ValidateModel func(model string) error
+	// Configs gives each workspace its configuration: the default model of
+	// its sessions and the providers a model string may name. nil is the
+	// empty configuration.
+	Configs *config.Loader
+	// ModelOverride is --model or TANDEM_MODEL: when set, the model of
+	// sessions created without one, whatever the configuration files say.
+	ModelOverride string
 	Logger        *slog.Logger
 }
 
@@ -87,6 +98,8 @@ type Service struct {
 	runtime Runtime
 	// keys holds per-session provider API keys: memory only, by contract.
 	keys map[string]string
+	// mcp holds each session's own MCP servers: memory only (see Settings).
+	mcp map[string]map[string]config.MCPServer
 	// members are the clients that created, resumed or prompted a session, so
 	// attached_clients can count the ones still attached.
 	members map[string]map[string]struct{}
@@ -109,6 +122,7 @@ func NewService(cfg Config) *Service {
 		runtime: idleRuntime{},
 		cached:  newCache(),
 		keys:    make(map[string]string),
+		mcp:     make(map[string]map[string]config.MCPServer),
 		members: make(map[string]map[string]struct{}),
 	}
 }
@@ -165,14 +179,22 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if err != nil {
 		return proto.Session{}, err
 	}
-	if err := s.validateCreate(&req); err != nil {
+	if err := s.validateCreate(ws, &req); err != nil {
+		return proto.Session{}, err
+	}
+	servers, err := ParseMCPServers(req.MCPServers)
+	if err != nil {
 		return proto.Session{}, err
 	}
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
 	if req.Model == "" {
-		req.Model = s.cfg.DefaultModel
+		cfg, err := s.config(ws)
+		if err != nil {
+			return proto.Session{}, err
+		}
+		req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
 	}
 	settings := Settings{
 		SystemMessage:  req.SystemMessage,
@@ -183,6 +205,7 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if settings.PermissionMode == "" {
 		settings.PermissionMode = "ask"
 	}
+	settings.MCPServerNames = serverNames(servers)
 	var apiKey string
 	if req.Provider != nil {
 		p := *req.Provider
@@ -233,6 +256,9 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if apiKey != "" {
 		s.keys[rec.ID] = apiKey
 	}
+	if len(servers) > 0 {
+		s.mcp[rec.ID] = servers
+	}
 	if req.ClientID != "" {
 		s.joinLocked(rec.ID, req.ClientID)
 	}
@@ -253,7 +279,39 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	return sess, nil
 }
 
-func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
+// config is the workspace's configuration; an invalid workspace file is
+// 400 invalid_config naming it.
+func (s *Service) config(ws *workspace.Workspace) (*config.Config, error) {
+	if s.cfg.Configs == nil {
+		return nil, nil
+	}
+	cfg, err := s.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return nil, InvalidConfig(err)
+	}
+	return cfg, nil
+}
+
+// InvalidConfig is the contract's error for an invalid configuration file:
+// 400 invalid_config, its message every problem found (file, key, why).
+func InvalidConfig(err error) error {
+	return tandem.Errorf(proto.CodeInvalidConfig, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+}
+
+// validateModel refuses a model string the workspace's configuration cannot
+// name.
+func (s *Service) validateModel(ws *workspace.Workspace, model string) error {
+	cfg, err := s.config(ws)
+	if err != nil {
+		return err
+	}
+	if err := cfg.CheckModel(model); err != nil {
+		return tandem.Invalid("%v", err)
+	}
+	return nil
+}
+
+func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
 	if err := tooLong("title", req.Title, maxTitle); err != nil {
 		return err
 	}
@@ -270,9 +328,9 @@ func (s *Service) validateCreate(req *proto.CreateSessionRequest) error {
 			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
 		}
 	}
-	if req.Model != "" && s.cfg.ValidateModel != nil {
-		if err := s.cfg.ValidateModel(req.Model); err != nil {
-			return tandem.Invalid("model %q: %v", req.Model, err)
+	if req.Model != "" {
+		if err := s.validateModel(ws, req.Model); err != nil {
+			return err
 		}
 	}
 	if err := ValidReasoningEffort(req.ReasoningEffort); err != nil {
@@ -328,6 +386,87 @@ func (s *Service) joinLocked(sessionID, clientID string) {
 		s.members[sessionID] = m
 	}
 	m[clientID] = struct{}{}
+}
+
+// MaxMCPServers bounds a session's own MCP servers.
+const MaxMCPServers = 32
+
+// ParseMCPServers reads a request's mcp_servers with the configuration
+// file's rules; absent, null or {} is none. A bad one is 400
+// invalid_argument naming the key.
+func ParseMCPServers(raw json.RawMessage) (map[string]config.MCPServer, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	servers, err := config.ParseMCPServers("mcp_servers", raw)
+	if err != nil {
+		return nil, tandem.Invalid("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if len(servers) > MaxMCPServers {
+		return nil, tandem.Invalid("mcp_servers has %d servers; at most %d are allowed", len(servers), MaxMCPServers)
+	}
+	if len(servers) == 0 {
+		return nil, nil
+	}
+	return servers, nil
+}
+
+func serverNames(servers map[string]config.MCPServer) []string {
+	if len(servers) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(servers))
+}
+
+// MCPServers returns the session's own MCP servers; ok is false when they
+// are not in memory (the server restarted since they were given).
+func (s *Service) MCPServers(sessionID string) (servers map[string]config.MCPServer, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	servers, ok = s.mcp[sessionID]
+	return servers, ok
+}
+
+// SetMCPServers replaces the session's own MCP servers (a resume's
+// mcp_servers, already parsed); their names are stored, the servers kept
+// in memory.
+func (s *Service) SetMCPServers(ctx context.Context, wsID, sessionID string, servers map[string]config.MCPServer) error {
+	names := serverNames(servers)
+	var encodeErr error
+	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
+		var settings Settings
+		if len(rec.Config) > 0 {
+			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
+				return false
+			}
+		}
+		if slices.Equal(settings.MCPServerNames, names) {
+			return false
+		}
+		settings.MCPServerNames = names
+		conf, err := json.Marshal(settings)
+		if err != nil {
+			encodeErr = err
+			return false
+		}
+		rec.Config = conf
+		return true
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if encodeErr != nil {
+		return fmt.Errorf("update MCP servers of %s: %w", sessionID, encodeErr)
+	}
+	s.mu.Lock()
+	if len(servers) > 0 {
+		s.mcp[rec.ID] = servers
+	} else {
+		delete(s.mcp, rec.ID)
+	}
+	s.mu.Unlock()
+	s.changes.Add(1)
+	return nil
 }
 
 // APIKey returns the session's provider API key, kept in memory only.
@@ -465,6 +604,7 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 	}
 	s.mu.Lock()
 	delete(s.keys, rec.ID)
+	delete(s.mcp, rec.ID)
 	delete(s.members, rec.ID)
 	s.mu.Unlock()
 	_, err = ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionDeleted, SessionID: rec.ID, Data: proto.SessionDeleted{SessionID: rec.ID}})

@@ -26,10 +26,12 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 	if err := tooLong("model", req.Model, maxModel); err != nil {
 		return proto.Session{}, err
 	}
-	if s.cfg.ValidateModel != nil {
-		if err := s.cfg.ValidateModel(req.Model); err != nil {
-			return proto.Session{}, tandem.Invalid("model %q: %v", req.Model, err)
-		}
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return proto.Session{}, err
+	}
+	if err := s.validateModel(ws, req.Model); err != nil {
+		return proto.Session{}, err
 	}
 	if req.ReasoningEffort != nil {
 		// An explicit empty effort is a mistake, not a reset: omit the field

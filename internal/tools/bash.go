@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tandem-dev/tandem/internal/procgroup"
 )
 
 const (
@@ -126,14 +128,14 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	cmd.Stdout = pw
 	cmd.Stderr = pw // one pipe for both keeps their interleaving
 	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0")
-	newGroup(cmd)
+	procgroup.Prepare(cmd)
 	err = cmd.Start()
 	pw.Close() // the children hold their copies; ours would keep EOF away
 	if err != nil {
 		return errorf("starting command: %v", err)
 	}
-	group := startedGroup(cmd)
-	defer group.release()
+	group := procgroup.Of(cmd)
+	defer group.Release()
 
 	copied := make(chan struct{})
 	go func() {
@@ -149,14 +151,14 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	case waitErr = <-done:
 		// The shell is done; anything it left running in its group goes
 		// too, so nothing outlives the call unnoticed.
-		group.terminate()
+		group.Stop(bashGrace)
 	case <-tctx.Done():
 		if ctx.Err() != nil {
 			stopped = "command canceled; its process group was killed"
 		} else {
 			stopped = fmt.Sprintf("command timed out after %s; its process group was killed", timeout)
 		}
-		group.terminate()
+		group.Stop(bashGrace)
 		select {
 		case waitErr = <-done:
 		case <-time.After(bashReapWait):

@@ -1,6 +1,14 @@
-// Package toolset is the tools a session's model may call: the built-in tools
-// and the tools its clients offer, filtered by the session's allow and deny
-// lists and dispatched with the permission checks the session's mode asks for.
+// Package toolset is the tools a session's model may call: the built-in tools,
+// the tools of the MCP servers its run is given and the tools its clients
+// offer, filtered by the session's allow and deny lists and dispatched with
+// the permission checks the configuration's rules and the session's mode ask
+// for.
+//
+// A call's permission is decided in this order: the first permission rule
+// that matches it (allow runs it, deny refuses it, ask asks the clients
+// whatever the mode and the session's approvals say), then the session's
+// approvals and permission mode. A call a rule decided emits no
+// permission.requested; its result says approved_by_rule or denied_by_rule.
 package toolset
 
 import (
@@ -13,8 +21,10 @@ import (
 	"sync"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/rules"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/tools"
 	"github.com/tandem-dev/tandem/proto"
@@ -30,6 +40,24 @@ type Set struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionTools
+	// runs are what each running run's configuration adds (see Bind).
+	runs map[string]*binding
+}
+
+// RunConfig is what a run's configuration adds to the tool set.
+type RunConfig struct {
+	// Rules decide calls before the permission mode; nil has none.
+	Rules *rules.Set
+	// MCP are the MCP servers whose tools the run is offered, a session's
+	// own before the workspace's: a session's server hides a workspace
+	// server of the same name.
+	MCP []*mcp.Manager
+}
+
+// binding is a run's RunConfig and whether its MCP servers were started.
+type binding struct {
+	RunConfig
+	started sync.Once
 }
 
 // sessionTools are the client tools offered in one session.
@@ -42,20 +70,100 @@ type sessionTools struct {
 
 // New returns the tool set; broker parks permission requests and client tool calls.
 func New(broker *pending.Broker) *Set {
-	s := &Set{builtins: tools.Builtins(), broker: broker, sessions: make(map[string]*sessionTools)}
+	s := &Set{builtins: tools.Builtins(), broker: broker, sessions: make(map[string]*sessionTools), runs: make(map[string]*binding)}
 	for _, t := range s.builtins {
 		s.offers = append(s.offers, provider.Tool{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return s
 }
 
+// Bind gives the run its configuration's rules and MCP servers until
+// unbind is called, which the run's owner does once the run has returned.
+func (s *Set) Bind(runID string, rc RunConfig) (unbind func()) {
+	b := &binding{RunConfig: rc}
+	s.mu.Lock()
+	s.runs[runID] = b
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.runs[runID] == b {
+			delete(s.runs, runID)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// binding returns the run's binding; an unbound run has no rules and no
+// MCP servers.
+func (s *Set) binding(runID string) *binding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.runs[runID]; b != nil {
+		return b
+	}
+	return &binding{}
+}
+
+// startMCP starts the run's MCP servers that are not running, once per run,
+// and waits for their starts (each bounded by its handshake timeout) or the
+// run's end, so that its first request offers every tool that could start
+// and its clients have heard of each server's state.
+func (b *binding) startMCP(ctx context.Context) {
+	b.started.Do(func() {
+		for _, m := range b.MCP {
+			m.Start()
+		}
+		for _, m := range b.MCP {
+			if m.Wait(ctx) != nil {
+				return
+			}
+		}
+	})
+}
+
+// mcpOwner returns the manager that runs the tool named name: the first
+// whose servers include the name's server.
+func (b *binding) mcpOwner(name string) *mcp.Manager {
+	for _, m := range b.MCP {
+		if m.Owns(name) {
+			return m
+		}
+	}
+	return nil
+}
+
+// mcpTools are the tools of the run's MCP servers the session allows.
+func (b *binding) mcpTools(run *agent.Run) []provider.Tool {
+	var out []provider.Tool
+	for i, m := range b.MCP {
+		for _, t := range m.Tools() {
+			if !allowed(run, t.Name) || hidden(b.MCP[:i], t.Name) {
+				continue
+			}
+			out = append(out, provider.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// hidden reports whether a server of an earlier manager has the name's
+// server name.
+func hidden(earlier []*mcp.Manager, name string) bool {
+	return slices.ContainsFunc(earlier, func(m *mcp.Manager) bool { return m.Owns(name) })
+}
+
 // Validate checks client tool specs: names a model API accepts, unique,
-// parameters a JSON Schema object.
+// parameters a JSON Schema object. Names that start like an MCP server's
+// tools (mcp__) are kept for those.
 func Validate(specs []proto.ToolSpec) error {
 	seen := make(map[string]bool, len(specs))
 	for i, t := range specs {
 		if !validName(t.Name) {
 			return tandem.Invalid("tools[%d].name %q must be 1-64 letters, digits, '_' or '-'", i, t.Name)
+		}
+		if strings.HasPrefix(t.Name, mcp.ToolPrefix) {
+			return tandem.Invalid("tools[%d].name %q: names starting with %q are MCP servers' tools", i, t.Name, mcp.ToolPrefix)
 		}
 		if seen[t.Name] {
 			return tandem.Invalid("tools[%d].name %q is given twice", i, t.Name)
@@ -156,13 +264,18 @@ func allowed(run *agent.Run, name string) bool {
 	return len(run.AvailableTools) == 0 || slices.Contains(run.AvailableTools, name)
 }
 
-// Offer implements agent.Tools.
-func (s *Set) Offer(_ context.Context, run *agent.Run) ([]provider.Tool, []string) {
+// Offer implements agent.Tools. The run's first offer starts its MCP
+// servers and waits for them.
+func (s *Set) Offer(ctx context.Context, run *agent.Run) ([]provider.Tool, []string) {
 	var out []provider.Tool
 	for _, t := range s.offers {
 		if allowed(run, t.Name) {
 			out = append(out, t)
 		}
+	}
+	if b := s.binding(run.ID); len(b.MCP) > 0 {
+		b.startMCP(ctx)
+		out = append(out, b.mcpTools(run)...)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,19 +333,53 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 	if !allowed(run, call.Name) {
 		return unknownTool(call.Name)
 	}
+	b := s.binding(run.ID)
 	for _, t := range s.builtins {
 		if t.Name() != call.Name {
 			continue
 		}
 		env := tools.Env{Root: run.Workspace.Path}
-		if kind := t.Permission(); kind != tools.PermissionNone {
+		rule := s.decide(ctx, run, b, call, func(p string) (string, bool) {
+			rel, err := env.Rel(p)
+			return rel, err == nil
+		})
+		if rule.denied() {
+			return rule.denial()
+		}
+		if kind := t.Permission(); kind != tools.PermissionNone && !rule.allowed() {
 			summary, details := t.Summary(env, call.Arguments)
-			if res, ok := s.permit(ctx, run, ref, kind, summary, details); !ok {
+			if res, ok := s.permit(ctx, run, ref, kind, summary, details, rule.asks()); !ok {
 				return res
 			}
 		}
 		res := t.Run(ctx, env, call.Arguments)
-		return agent.ToolResult{Content: res.Content, IsError: res.IsError}
+		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}
+	}
+	if m := b.mcpOwner(call.Name); m != nil {
+		// A revived run calls before it offers anything.
+		b.startMCP(ctx)
+		rule := s.decide(ctx, run, b, call, nil)
+		if rule.denied() {
+			return rule.denial()
+		}
+		if !rule.allowed() {
+			server, tool, _ := mcp.SplitName(call.Name)
+			summary := fmt.Sprintf("call %s of MCP server %s", tool, server)
+			details := map[string]any{"server": server, "tool": tool, "arguments": call.Arguments}
+			if res, ok := s.permit(ctx, run, ref, proto.PermissionMCP, summary, details, rule.asks()); !ok {
+				return res
+			}
+		}
+		res := m.Call(ctx, call.Name, call.Arguments)
+		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}
+	}
+	if strings.HasPrefix(call.Name, mcp.ToolPrefix) {
+		// A server of the run's configuration no more, or never.
+		return unknownTool(call.Name)
+	}
+	rule := s.decide(ctx, run, b, call, nil)
+	if rule.denied() {
+		return rule.denial()
 	}
 	spec, owners, ok := s.clientTool(run.SessionID, call.Name)
 	if !ok {
@@ -241,9 +388,9 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 			return unknownTool(call.Name)
 		}
 	}
-	if !spec.SkipPermission && !s.askedBefore(ctx, run, call) {
+	if (!spec.SkipPermission || rule.asks()) && !rule.allowed() && !s.askedBefore(ctx, run, call) {
 		summary := fmt.Sprintf("run client tool %s", call.Name)
-		if res, ok := s.permit(ctx, run, ref, proto.PermissionCustomTool, summary, map[string]any{"arguments": call.Arguments}); !ok {
+		if res, ok := s.permit(ctx, run, ref, proto.PermissionCustomTool, summary, map[string]any{"arguments": call.Arguments}, rule.asks()); !ok {
 			return res
 		}
 	}
@@ -251,7 +398,63 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 	if suspended {
 		return agent.ToolResult{Suspended: true}
 	}
-	return agent.ToolResult{Content: ans.Content, IsError: ans.IsError}
+	return agent.ToolResult{Content: ans.Content, IsError: ans.IsError, Permission: rule.approval()}
+}
+
+// ruling is what the permission rules said of a call: "" when none
+// matched, else rules.Allow, rules.Ask or rules.Deny and the rule.
+type ruling struct {
+	decision string
+	rule     rules.Rule
+}
+
+func (r ruling) allowed() bool { return r.decision == rules.Allow }
+func (r ruling) denied() bool  { return r.decision == rules.Deny }
+func (r ruling) asks() bool    { return r.decision == rules.Ask }
+
+// approval is the ToolResult.Permission of a call that ran.
+func (r ruling) approval() string {
+	if r.allowed() {
+		return proto.ResultApprovedByRule
+	}
+	return ""
+}
+
+// denial is what the model reads of a call a rule denied.
+func (r ruling) denial() agent.ToolResult {
+	return agent.ToolResult{Content: denial(proto.ResultDeniedByRule, "") + " (rule: " + describeRule(r.rule) + ")", IsError: true, Permission: proto.ResultDeniedByRule}
+}
+
+func describeRule(r rules.Rule) string {
+	parts := []string{fmt.Sprintf("tool %q", r.Tool)}
+	if r.Command != "" {
+		parts = append(parts, fmt.Sprintf("command %q", r.Command))
+	}
+	if r.Path != "" {
+		parts = append(parts, fmt.Sprintf("path %q", r.Path))
+	}
+	return strings.Join(parts, ", ") + ": " + r.Decision
+}
+
+// decide applies the run's permission rules to the call; rel makes a path
+// argument workspace-relative (nil keeps it as given). A revived run's call
+// that asked a permission before goes on with that request, whatever the
+// rules say now: the run goes on exactly where it stopped.
+func (s *Set) decide(ctx context.Context, run *agent.Run, b *binding, call provider.ToolCall, rel func(string) (string, bool)) ruling {
+	if b.Rules.Len() == 0 {
+		return ruling{}
+	}
+	m, ok := b.Rules.Decide(rules.CallOf(call.Name, call.Arguments, rel))
+	if !ok {
+		return ruling{}
+	}
+	if run.Revive != "" {
+		asked, err := s.broker.AskedPermission(context.WithoutCancel(ctx), run.Workspace.ID, run.ID, call.ID)
+		if err != nil || asked {
+			return ruling{}
+		}
+	}
+	return ruling{decision: m.Decision, rule: m.Rule}
 }
 
 // askedBefore reports whether a revived run had sent this client tool call
@@ -276,16 +479,19 @@ func unknownTool(name string) agent.ToolResult {
 }
 
 // permit applies the session's permission mode, asking the clients in mode
-// ask. ok false comes with the result to give the model.
-func (s *Set) permit(ctx context.Context, run *agent.Run, ref pending.Ref, kind, summary string, details map[string]any) (agent.ToolResult, bool) {
-	switch run.PermissionMode {
-	case "allow_all":
-		return agent.ToolResult{}, true
-	case "deny_all":
-		return agent.ToolResult{Content: denial(proto.ResultDeniedByMode, ""), IsError: true}, false
-	}
-	if s.broker.ApprovedForSession(ctx, run.SessionID, kind) {
-		return agent.ToolResult{}, true
+// ask, or always when ask (an ask rule matched the call). ok false comes
+// with the result to give the model.
+func (s *Set) permit(ctx context.Context, run *agent.Run, ref pending.Ref, kind, summary string, details map[string]any, ask bool) (agent.ToolResult, bool) {
+	if !ask {
+		switch run.PermissionMode {
+		case "allow_all":
+			return agent.ToolResult{}, true
+		case "deny_all":
+			return agent.ToolResult{Content: denial(proto.ResultDeniedByMode, ""), IsError: true}, false
+		}
+		if s.broker.ApprovedForSession(ctx, run.SessionID, kind) {
+			return agent.ToolResult{}, true
+		}
 	}
 	ans, suspended := s.broker.AskPermission(ctx, ref, kind, summary, details)
 	switch {
@@ -312,6 +518,8 @@ func denial(result, feedback string) string {
 		msg = "No user was available to approve this tool call, so it did not run."
 	case proto.ResultDeniedByMode:
 		msg = "This session does not allow tools that need permission, so the call did not run."
+	case proto.ResultDeniedByRule:
+		msg = "A permission rule of the configuration denies this tool call, so it did not run."
 	case proto.ResultCanceled:
 		msg = "The permission request was canceled, so the call did not run."
 	default:
