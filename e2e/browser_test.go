@@ -225,4 +225,3 @@ func TestAppIsServedOutsideV1WithoutAToken(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
 	assert.Equal(t, "GET, HEAD", resp.Header.Get("Access-Control-Allow-Methods"))
 }
-
