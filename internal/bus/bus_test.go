@@ -290,7 +290,9 @@ func TestFollowJoinsWhileEventsFlow(t *testing.T) {
 			n := int64(1 + rng.IntN(8))
 			window := make([]Event, 0, n)
 			for i := int64(0); i < n && seq <= last; i++ {
-				e := event(seq, rng.IntN(3) != 0)
+				// The last one is kept: a follower that joins after an
+				// ephemeral event went out does not get it.
+				e := event(seq, rng.IntN(3) != 0 || seq == last)
 				seq++
 				if rng.IntN(50) == 0 && seq <= last {
 					continue // a failed write: its seq is a gap, never published

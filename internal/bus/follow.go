@@ -106,7 +106,7 @@ func (f *Follower) Follow(workspaceID string, after int64, fn func(Event)) (*Fee
 	if err != nil {
 		// The feed asks again until it knows; live events wait meanwhile.
 		f.logger().Warn("bus: feed cannot tell where the events end yet", "workspace_id", workspaceID, "err", err)
-		head, fd.resync = after, true
+		head, fd.resync = -1, true
 	}
 	go fd.run(after, head)
 	return fd, nil
@@ -148,26 +148,28 @@ func (fd *Feed) signal() {
 	}
 }
 
+// run delivers until the feed closes. head is where the events ended when
+// Follow asked (-1 when it could not tell).
 func (fd *Feed) run(last, head int64) {
 	defer close(fd.done)
 	var batch []Event
-	if head > last {
-		var err error
-		for last, err = fd.catchUp(last, head); err != nil; last, err = fd.catchUp(last, head) {
-			if !fd.retry(err) {
-				return
-			}
-		}
-	}
 	for {
 		fd.mu.Lock()
-		resync := fd.resync
+		resync := fd.resync || head >= 0
 		fd.resync = false
 		batch, fd.queue = fd.queue, batch[:0]
 		fd.mu.Unlock()
 		var err error
 		if resync {
-			last, err = fd.catchUpToHead(last)
+			if head < 0 {
+				head, err = fd.head()
+			}
+			if err == nil && head > last {
+				// The live events that came meanwhile are merged in, so
+				// the ephemeral ones among them are not lost.
+				last, err = fd.catchUp(last, head, batch)
+			}
+			head = -1
 			if err != nil {
 				fd.requeue(batch, true)
 				batch = nil
@@ -199,16 +201,6 @@ func (fd *Feed) run(last, head int64) {
 	}
 }
 
-// catchUpToHead sends the kept events from after last to where the
-// workspace's events end now, and returns the new last seq.
-func (fd *Feed) catchUpToHead(last int64) (int64, error) {
-	head, err := fd.head()
-	if err != nil || head <= last {
-		return last, err
-	}
-	return fd.catchUp(last, head)
-}
-
 // deliver sends the live events of batch not sent yet, reading from the
 // log any seqs they skip. On failure it returns the events not sent.
 func (fd *Feed) deliver(batch []Event, last int64) (int64, []Event, error) {
@@ -220,7 +212,7 @@ func (fd *Feed) deliver(batch []Event, last int64) (int64, []Event, error) {
 			// The skipped seqs were published before e, so their kept
 			// events are committed: read them.
 			var err error
-			if last, err = fd.catchUp(last, e.Seq-1); err != nil {
+			if last, err = fd.catchUp(last, e.Seq-1, nil); err != nil {
 				return last, batch[i:], err
 			}
 		}
@@ -251,12 +243,35 @@ func (fd *Feed) head() (int64, error) {
 	return fd.f.Log.Head(fd.ctx, fd.ws)
 }
 
-// catchUp sends the kept events with last < seq <= upTo from the log and
-// returns the new last seq (upTo).
-func (fd *Feed) catchUp(last, upTo int64) (int64, error) {
+// catchUp sends the kept events with last < seq <= upTo from the log,
+// merged in seq order with the live events of live (in seq order) in that
+// range, and returns the last seq it sent. That is not upTo: live events
+// above it and up to upTo can only be ephemeral ones (every kept one is in
+// the log), still on their way, and they are welcome.
+func (fd *Feed) catchUp(last, upTo int64, live []Event) (int64, error) {
 	page := fd.f.Page
 	if page <= 0 {
 		page = DefaultPage
+	}
+	send := func(e Event) error {
+		if err := fd.ctx.Err(); err != nil {
+			return err
+		}
+		fd.fn(e)
+		last = e.Seq
+		return nil
+	}
+	// sendLive sends the live events below seq (and above last).
+	sendLive := func(below int64) error {
+		for len(live) > 0 && live[0].Seq < below {
+			if live[0].Seq > last {
+				if err := send(live[0]); err != nil {
+					return err
+				}
+			}
+			live = live[1:]
+		}
+		return nil
 	}
 	for last < upTo {
 		es, err := fd.f.Log.Events(fd.ctx, fd.ws, last, upTo, page)
@@ -264,17 +279,23 @@ func (fd *Feed) catchUp(last, upTo int64) (int64, error) {
 			return last, err
 		}
 		for _, e := range es {
-			if fd.ctx.Err() != nil {
-				return last, fd.ctx.Err()
+			if err := sendLive(e.Seq); err != nil {
+				return last, err
 			}
-			fd.fn(e)
-			last = e.Seq
+			if e.Seq > last {
+				if err := send(e); err != nil {
+					return last, err
+				}
+			}
 		}
 		if len(es) < page {
 			break
 		}
 	}
-	return upTo, nil
+	if err := sendLive(upTo + 1); err != nil {
+		return last, err
+	}
+	return last, nil
 }
 
 // retry waits before the next try after err; false when the feed is
