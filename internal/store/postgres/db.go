@@ -295,14 +295,6 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// notFound turns "no row matched" into store.ErrNotFound.
-func notFound(tag pgconn.CommandTag) error {
-	if tag.RowsAffected() == 0 {
-		return store.ErrNotFound
-	}
-	return nil
-}
-
 // noLimit turns "<= 0 means no limit" into a LIMIT argument (NULL is none).
 func noLimit(limit int) any {
 	if limit <= 0 {
