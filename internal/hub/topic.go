@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"time"
 )
 
 // Topic is the live event stream of one workspace: its subscribers, the last
@@ -60,10 +61,10 @@ func (t *Topic) Publish(e Event) {
 		t.ring.push(ringEntry{seq: e.Seq, session: e.SessionID, frame: frame})
 	}
 	ent := entry{seq: e.Seq, frame: frame}
-	limit := t.h.cfg.QueueBytes
+	var now time.Time // read once, and only if a stream is behind
 	for i := 0; i < len(t.subs); {
 		s := t.subs[i]
-		if s.wants(e.SessionID) && s.enqueue(ent, limit) {
+		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &now) {
 			// Evicted: stop feeding it now rather than when its writer
 			// wakes up; removal moves another subscriber into slot i.
 			t.removeLocked(s)
