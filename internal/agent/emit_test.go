@@ -171,7 +171,7 @@ func newEmitEnv(t *testing.T) *emitEnv {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = ws.Stream(sctx, fw, workspace.StreamOptions{ClientID: uuid.NewString()})
+		_ = ws.Stream(sctx, fw, &workspace.StreamOptions{ClientID: uuid.NewString()})
 	}()
 	env := &emitEnv{store: st, ws: ws, sid: sid, stream: fw,
 		runner: &Runner{Store: st, Tools: noTools{}, Linger: never}}
