@@ -125,12 +125,7 @@ type Runner struct {
 	Retries int
 	// Backoff is the wait before retry n (from 0); nil means 1s, 2s, 4s...
 	Backoff func(n int) time.Duration
-	// Linger is how long a run's progress (its prompt, the opening of an
-	// assistant message) may wait before a model call to share one commit
-	// with what follows; 0 means DefaultLinger. A delta never waits for
-	// it: see execution.now.
-	Linger time.Duration
-	Logger *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Execute runs the run (or revives it, see Run.Revive) until it ends or is
@@ -174,7 +169,7 @@ type execution struct {
 
 	// pending are the run's events not yet emitted (see flush); tool calls
 	// add to it side by side. linger, when set, flushes them soon (see
-	// Runner.Linger); draining is set while a goroutine flushes them at
+	// eventLinger); draining is set while a goroutine flushes them at
 	// once (see now). background counts the linger's callback and the
 	// draining goroutine until they have returned.
 	mu         sync.Mutex
@@ -193,8 +188,11 @@ type execution struct {
 	stopModel context.CancelFunc
 }
 
-// DefaultLinger is Runner.Linger's default.
-const DefaultLinger = 5 * time.Millisecond
+// eventLinger is how long a run's progress (its prompt, the opening of an
+// assistant message) may wait before a model call to share one commit with
+// what follows it. A delta to a watched workspace never waits for it: see
+// execution.now.
+const eventLinger = 5 * time.Millisecond
 
 // stopped reports whether the run must end as canceled.
 func (x *execution) stopped() bool {
@@ -683,16 +681,23 @@ func (x *execution) save(m *proto.Message, typ string) {
 }
 
 // emit queues an event of the run; an ephemeral one (a delta) goes out at
-// once (see now) with whatever was queued before it.
+// once (see now) with whatever was queued before it, when a client watches
+// the workspace. When none does, the delta would reach nobody: it waits
+// like the run's progress does (see soon), so that a run nobody watches
+// does not pay a commit for its first delta.
 func (x *execution) emit(typ string, data any, ephemeral bool) {
 	x.queue(workspace.Draft{Type: typ, Data: data, Ephemeral: ephemeral})
-	if ephemeral {
+	switch {
+	case !ephemeral:
+	case x.run.Workspace.Watched():
 		x.now()
+	default:
+		x.soon()
 	}
 }
 
-// soon flushes the queued events within the Runner's Linger, unless a delta
-// sends them first: the progress a run makes before a model call shares a
+// soon flushes the queued events within eventLinger, unless a delta sends
+// them first: the progress a run makes before a model call shares a
 // commit with what follows it, and a tool-call step without text costs one
 // commit.
 func (x *execution) soon() {
@@ -701,12 +706,8 @@ func (x *execution) soon() {
 	if x.linger != nil || x.draining {
 		return
 	}
-	linger := x.r.Linger
-	if linger <= 0 {
-		linger = DefaultLinger
-	}
 	x.background.Add(1)
-	x.linger = time.AfterFunc(linger, func() {
+	x.linger = time.AfterFunc(eventLinger, func() {
 		defer x.background.Done()
 		x.mu.Lock()
 		x.linger = nil

@@ -3,12 +3,12 @@ package agent
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,76 +22,101 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// The tests below run with a linger of an hour: a delta that waited for the
-// linger's timer would never arrive before their deadlines.
-const never = time.Hour
+// The tests run in synctest bubbles: time stands still until every
+// goroutine of the bubble is blocked, so a delta that waited for a timer
+// (the 5 ms linger the run's progress may wait) would not be on the stream
+// when synctest.Wait returns.
 
 const deadline = 10 * time.Second
 
 // A delta of a quiet stream reaches the streams while the model is still
 // streaming, without any timer firing.
 func TestQuietDeltaLeavesAtOnce(t *testing.T) {
-	env := newEmitEnv(t)
-	release := make(chan struct{})
-	model := providerFunc(func(ctx context.Context, _ provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
-		onDelta(provider.Delta{Kind: provider.DeltaText, Text: "first"})
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return provider.Response{FinishReason: provider.FinishEndTurn}, nil
+	synctest.Test(t, func(t *testing.T) {
+		env := newEmitEnv(t)
+		release := make(chan struct{})
+		model := providerFunc(func(ctx context.Context, _ provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
+			onDelta(provider.Delta{Kind: provider.DeltaText, Text: "first"})
+			<-release
+			return provider.Response{FinishReason: provider.FinishEndTurn}, nil
+		})
+		start := time.Now()
+		done := env.execute(model)
+		synctest.Wait()
+		f, ok := env.stream.next(proto.EventMessageDelta)
+		require.True(t, ok, "the delta waited")
+		require.Contains(t, f, `"text":"first"`)
+		require.Zero(t, time.Since(start), "a timer fired")
+		close(release)
+		require.Equal(t, proto.OutcomeEndTurn, (<-done).Outcome)
+		env.waitFor(t, proto.EventRunCompleted)
 	})
-	done := env.execute(model)
-	f := env.waitFor(t, proto.EventMessageDelta)
-	require.Contains(t, f, `"text":"first"`)
-	close(release)
-	require.Equal(t, proto.OutcomeEndTurn, (<-done).Outcome)
-	env.waitFor(t, proto.EventRunCompleted)
 }
 
 // A burst of deltas that arrives while a commit is in flight neither holds
 // the model's stream up nor leaves one flush per delta: the deltas wait for
 // that commit and go out together in the flush that follows it at once.
 func TestBurstCoalescesBehindCommit(t *testing.T) {
-	env := newEmitEnv(t)
-	env.store.gate = make(chan struct{})
-	const burst = 100
-	streamed := make(chan struct{})
-	model := providerFunc(func(_ context.Context, _ provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
-		onDelta(provider.Delta{Kind: provider.DeltaText, Text: "first"})
-		// The first delta sends the run's progress to the store at once,
-		// where it is held; the rest of the burst streams meanwhile.
-		select {
-		case <-env.store.entered:
-		case <-time.After(deadline):
-			return provider.Response{}, errors.New("the first delta did not start a commit")
-		}
-		for i := range burst - 1 {
-			onDelta(provider.Delta{Kind: provider.DeltaText, Text: strings.Repeat("x", i%7+1)})
-		}
-		close(streamed)
-		return provider.Response{FinishReason: provider.FinishEndTurn}, nil
-	})
-	done := env.execute(model)
-	select {
-	case <-streamed:
-	case <-time.After(deadline):
-		t.Fatal("the model's stream waited for a commit")
-	}
-	close(env.store.gate)
-	require.Equal(t, proto.OutcomeEndTurn, (<-done).Outcome)
-	env.waitFor(t, proto.EventRunCompleted)
+	synctest.Test(t, func(t *testing.T) {
+		env := newEmitEnv(t)
+		env.store.gate = make(chan struct{})
+		const burst = 100
+		streamed := make(chan struct{})
+		model := providerFunc(func(_ context.Context, _ provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
+			onDelta(provider.Delta{Kind: provider.DeltaText, Text: "first"})
+			// The first delta sends the run's progress to the store at
+			// once, where it is held; the rest of the burst streams
+			// meanwhile.
+			<-env.store.entered
+			for i := range burst - 1 {
+				onDelta(provider.Delta{Kind: provider.DeltaText, Text: strings.Repeat("x", i%7+1)})
+			}
+			close(streamed)
+			return provider.Response{FinishReason: provider.FinishEndTurn}, nil
+		})
+		start := time.Now()
+		done := env.execute(model)
+		<-streamed
+		close(env.store.gate)
+		require.Equal(t, proto.OutcomeEndTurn, (<-done).Outcome)
+		env.waitFor(t, proto.EventRunCompleted)
+		require.Zero(t, time.Since(start), "a timer fired")
 
-	deltas := 0
-	for _, f := range env.stream.all() {
-		if strings.Contains(f, "event: "+proto.EventMessageDelta+"\n") {
-			deltas++
+		deltas := 0
+		for _, f := range env.stream.all() {
+			if strings.Contains(f, "event: "+proto.EventMessageDelta+"\n") {
+				deltas++
+			}
 		}
-	}
-	require.Equal(t, burst, deltas)
-	// A fast model's whole step costs two commits: the progress with the
-	// first delta, then the step's end with run.completed.
-	require.Equal(t, 2, env.store.commits())
+		require.Equal(t, burst, deltas)
+		// A fast model's whole step costs two commits: the progress with
+		// the first delta, then the step's end with run.completed.
+		require.Equal(t, 2, env.store.commits())
+	})
+}
+
+// A run nobody watches keeps its deltas for the commit that ends its step:
+// they would reach nobody, and sending them at once would cost the run a
+// commit more. The run happens in a synctest bubble, so the test can wait
+// until everything is blocked on the model and see that nothing committed.
+func TestUnwatchedRunCommitsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newEmitEnv(t)
+		env.stream.stop()
+		env.store.reset()
+		release := make(chan struct{})
+		model := providerFunc(func(_ context.Context, _ provider.Request, onDelta func(provider.Delta)) (provider.Response, error) {
+			onDelta(provider.Delta{Kind: provider.DeltaText, Text: "word "})
+			<-release
+			return provider.Response{FinishReason: provider.FinishEndTurn}, nil
+		})
+		done := env.execute(model)
+		synctest.Wait()
+		require.Zero(t, env.store.commits(), "the delta of an unwatched run was sent at once")
+		close(release)
+		require.Equal(t, proto.OutcomeEndTurn, (<-done).Outcome)
+		require.Equal(t, 1, env.store.commits())
+	})
 }
 
 type providerFunc func(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Response, error)
@@ -169,17 +194,18 @@ func newEmitEnv(t *testing.T) *emitEnv {
 	fw := newFrameWriter()
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan struct{})
+	var once sync.Once
+	fw.stop = func() { once.Do(func() { stop(); <-served }) }
 	go func() {
 		defer close(served)
 		_ = ws.Stream(sctx, fw, &workspace.StreamOptions{ClientID: uuid.NewString()})
 	}()
 	env := &emitEnv{store: st, ws: ws, sid: sid, stream: fw,
-		runner: &Runner{Store: st, Tools: noTools{}, Linger: never}}
+		runner: &Runner{Store: st, Tools: noTools{}}}
 	env.waitFor(t, proto.EventStreamOpened)
 	st.reset()
 	t.Cleanup(func() {
-		stop()
-		<-served
+		fw.stop()
 		m.Shutdown(ctx)
 		h.Close()
 		require.NoError(t, db.Close())
@@ -216,6 +242,7 @@ func (e *emitEnv) waitFor(t *testing.T, typ string) string {
 type frameWriter struct {
 	hdr   http.Header
 	wrote chan struct{}
+	stop  func() // ends the stream and waits for it (idempotent)
 
 	mu     sync.Mutex
 	buf    bytes.Buffer

@@ -514,6 +514,21 @@ func TestQueueOverMaxEvictsAtOnce(t *testing.T) {
 	require.ErrorIs(t, <-done, ErrEvicted)
 }
 
+func TestWatched(t *testing.T) {
+	h := newHarness(t, Config{}, 0, nil)
+	require.False(t, h.topic.Watched())
+	s := h.open("c", nil, nil)
+	s.opened()
+	require.True(t, h.topic.Watched())
+	s.close()
+	waitSubscribers(t, h.topic, 0)
+	require.False(t, h.topic.Watched())
+	s = h.open("d", nil, nil)
+	s.opened()
+	h.topic.Disconnect()
+	require.False(t, h.topic.Watched())
+}
+
 func TestOversizedEventDoesNotEvictIdleStream(t *testing.T) {
 	h := newHarness(t, Config{QueueBytes: 1024}, 0, nil)
 	s := h.open("c", nil, nil)

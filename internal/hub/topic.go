@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,8 @@ type Topic struct {
 	ring   ring
 	subs   []*subscriber // unordered; each knows its index for O(1) removal
 	closed bool
+	// watched mirrors len(subs) > 0 for Watched, which must not wait on mu.
+	watched atomic.Bool
 }
 
 func newTopic(h *Hub, id string, head int64, backlog Backlog) *Topic {
@@ -83,6 +86,11 @@ func (t *Topic) Head() int64 {
 	return t.head
 }
 
+// Watched reports whether any stream is registered, without waiting for
+// a Publish in progress: a publisher can tell whether an event that is
+// not kept would reach anyone now.
+func (t *Topic) Watched() bool { return t.watched.Load() }
+
 // Subscribers returns the number of streams currently registered.
 func (t *Topic) Subscribers() int {
 	t.mu.Lock()
@@ -143,6 +151,7 @@ func (t *Topic) register(s *subscriber, resume bool, after int64) (registration,
 	}
 	s.idx = len(t.subs)
 	t.subs = append(t.subs, s)
+	t.watched.Store(true)
 	reg := registration{head: t.head}
 	if resume && after <= t.head && t.ring.covers(after) {
 		reg.fromRing = true
@@ -172,6 +181,7 @@ func (t *Topic) removeLocked(s *subscriber) {
 	t.subs[i].idx = i
 	t.subs[last] = nil
 	t.subs = t.subs[:last]
+	t.watched.Store(last > 0)
 	s.idx = -1
 }
 
@@ -181,5 +191,6 @@ func (t *Topic) detachAllLocked() []*subscriber {
 		s.idx = -1
 	}
 	t.subs = nil
+	t.watched.Store(false)
 	return subs
 }

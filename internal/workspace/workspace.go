@@ -286,6 +286,9 @@ func (w *Workspace) close(reason string, endStreams bool) {
 	w.mu.Unlock()
 }
 
+// Watched reports whether any stream of the workspace is open now.
+func (w *Workspace) Watched() bool { return w.topic.Watched() }
+
 // StreamOptions describe one SSE stream.
 type StreamOptions struct {
 	ClientID    string
