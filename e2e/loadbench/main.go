@@ -10,13 +10,14 @@
 // before/after comparison is made in one sitting. Without -bin it builds
 // ./cmd/tandem.
 //
-// Each repetition: prompt accept latency and POST to first delta with 1 and
+// Each repetition: the server's RSS idle (after a few runs) and per idle
+// stream, prompt accept latency and POST to first delta with 1 and
 // with 16 posters (each on its own session, posting its next prompt when the
 // last run ended, so runs execute while prompts arrive), runs/s and server
 // CPU per run with 16 posters, delta delivery (the fake model sending a
 // chunk to a client reading its delta) with 1/10/100/500 clients attached to
-// a quiet stream, cancel to run.completed, and the server's RSS idle, per
-// idle stream and once the load is gone.
+// a quiet stream (besides one stream that follows every run), cancel to
+// run.completed, and the RSS once the load is gone.
 package main
 
 import (
@@ -257,6 +258,11 @@ func measure(cfg config, bin, modelURL string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b.res["rss-idle"] = float64(srv.settledRSS(ctx, time.Second)) / (1 << 20)
+	// Idle streams before the load: afterwards the heap has room the
+	// streams would take without the RSS growing.
+	if err := b.idleStreams(); err != nil {
+		return nil, err
+	}
 	for _, p := range cfg.posters {
 		if err := b.posters(p, cfg.runs, true); err != nil {
 			return nil, err

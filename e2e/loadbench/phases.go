@@ -121,9 +121,8 @@ func closeStreams(ss []*stream) {
 	}
 }
 
-// delivery measures the server's RSS per idle stream, then delta delivery
-// with each number of attached clients.
-func (b *bench) delivery() error {
+// idleStreams measures the server's RSS per idle stream.
+func (b *bench) idleStreams() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	before := b.srv.settledRSS(ctx, time.Second)
@@ -134,7 +133,11 @@ func (b *bench) delivery() error {
 	after := b.srv.settledRSS(ctx, time.Second)
 	closeStreams(idle)
 	b.res["rss-stream"] = float64(after-before) / float64(b.cfg.idle) / 1024
+	return nil
+}
 
+// delivery measures delta delivery with each number of attached clients.
+func (b *bench) delivery() error {
 	sid, err := b.c.session(b.ws)
 	if err != nil {
 		return err
