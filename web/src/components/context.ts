@@ -17,7 +17,13 @@ export function useAppState(c: Controller): AppState {
 /** useHighlightVersion re-renders markdown once code highlighting is available. */
 export function useHighlightVersion(): number {
   const [v, setV] = useState(highlightVersion());
-  useEffect(() => onHighlighterReady(() => setV(highlightVersion())), []);
+  useEffect(() => {
+    const off = onHighlighterReady(() => setV(highlightVersion()));
+    // The highlighter may have arrived between the render and this effect:
+    // its notice went to nobody, so look again now that we listen.
+    setV(highlightVersion());
+    return off;
+  }, []);
   return v;
 }
 

@@ -23,7 +23,7 @@ function fakeFetch(routes: Route[], log: string[]) {
 
 const get = (path: string, body: unknown): Route => (url, init) => (init.method === 'GET' && url.split('?')[0] === path ? { status: 200, body } : undefined);
 
-function setup(opts: { token?: string; routes?: Route[]; hash?: string } = {}) {
+function setup(opts: { token?: string; routes?: Route[]; hash?: string; fetch?: (f: typeof fetch) => typeof fetch } = {}) {
   FakeEventSource.reset();
   const log: string[] = [];
   let hash = opts.hash ?? `#/w/${W}/s/${S}`;
@@ -40,11 +40,13 @@ function setup(opts: { token?: string; routes?: Route[]; hash?: string } = {}) {
     get(`/v1/workspaces/${W}/sessions/${S}/pending`, { permissions: [], tool_calls: [] }),
     get(`/v1/workspaces/${W}/agent/sessions/${S}`, { busy: false, active_run_id: null, queued: [] }),
   ];
-  const api = new Api(opts.token ?? 'tok', '', fakeFetch(routes, log) as typeof fetch);
+  const base = fakeFetch(routes, log) as typeof fetch;
+  const api = new Api(opts.token ?? 'tok', '', opts.fetch ? opts.fetch(base) : base);
   const c = new Controller({
     api,
     clientId: 'me',
     schedule: (f) => f(),
+    startRetries: [0, 0, 0],
     newStream: (o) => new WorkspaceStream({ ...o, EventSourceImpl: FakeEventSource as unknown as typeof EventSource }),
     route: { get: () => hash, set: (h) => void (hash = h) },
   });
@@ -70,6 +72,32 @@ describe('Controller', () => {
     await c.start();
     expect(c.state.auth).toBe('refused');
     expect(c.state.authMessage).toMatch(/refused this token/);
+  });
+
+  it('tries again when the server cannot be reached at first, instead of asking for a token', async () => {
+    let failures = 2;
+    const { c } = setup({
+      hash: '',
+      fetch: (f) => async (input, init) => {
+        if (String(input) === '/v1/workspaces' && failures-- > 0) throw new TypeError('Failed to fetch');
+        return f(input, init);
+      },
+    });
+    await c.start();
+    expect(c.state.auth).toBe('ok');
+    expect(c.state.workspaces).toHaveLength(1);
+  });
+
+  it('gives up with the reason once the server stays unreachable', async () => {
+    const { c } = setup({
+      hash: '',
+      fetch: () => async () => {
+        throw new TypeError('Failed to fetch');
+      },
+    });
+    await c.start();
+    expect(c.state.auth).toBe('needed');
+    expect(c.state.authMessage).toMatch(/Failed to fetch|reach/);
   });
 
   it('opens the routed workspace, streams with the token and client id, and folds events in after the snapshot', async () => {

@@ -53,6 +53,8 @@ export interface ControllerOptions {
   schedule?: (f: () => void) => void;
   newStream?: (o: ConstructorParameters<typeof WorkspaceStream>[0]) => WorkspaceStream;
   route?: { get(): string; set(hash: string): void };
+  /** startRetries are the waits (ms) before start tries again after a network error or a 5xx. */
+  startRetries?: number[];
 }
 
 const rafSchedule = (f: () => void) => {
@@ -86,10 +88,12 @@ export class Controller {
   private readonly schedule: (f: () => void) => void;
   private readonly newStream: NonNullable<ControllerOptions['newStream']>;
   private readonly route: NonNullable<ControllerOptions['route']>;
+  private readonly startRetries: number[];
 
   constructor(o: ControllerOptions) {
     this.api = o.api;
     this.schedule = o.schedule ?? rafSchedule;
+    this.startRetries = o.startRetries ?? [250, 500, 1000, 2000];
     this.newStream = o.newStream ?? ((so) => new WorkspaceStream(so));
     this.route = o.route ?? {
       get: () => location.hash,
@@ -166,13 +170,23 @@ export class Controller {
       this.set({ auth: 'needed' });
       return;
     }
-    try {
-      const [health, workspaces] = await Promise.all([this.api.health().catch(() => undefined), this.api.workspaces()]);
-      this.set({ auth: 'ok', health, workspaces, models: mergeModels(this.state.models, health?.default_model) });
-    } catch (e) {
-      if (isUnauthorized(e)) return this.refused();
-      this.set({ auth: 'needed', authMessage: e instanceof ApiError ? e.message : String(e) });
-      return;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const [health, workspaces] = await Promise.all([this.api.health().catch(() => undefined), this.api.workspaces()]);
+        this.set({ auth: 'ok', health, workspaces, models: mergeModels(this.state.models, health?.default_model) });
+        break;
+      } catch (e) {
+        if (isUnauthorized(e)) return this.refused();
+        // A server that is starting, restarting or briefly unreachable is not
+        // a token problem: try again before sending the user to the token screen.
+        const transient = e instanceof ApiError && (e.status === 0 || e.status >= 500);
+        if (transient && attempt < this.startRetries.length) {
+          await new Promise((r) => setTimeout(r, this.startRetries[attempt]));
+          continue;
+        }
+        this.set({ auth: 'needed', authMessage: e instanceof ApiError ? e.message : String(e) });
+        return;
+      }
     }
     this.applyRoute();
   }

@@ -1,0 +1,33 @@
+import { options, render } from 'preact';
+import { afterEach, expect, test } from 'vitest';
+import { highlightVersion, loadHighlighter } from '../lib/markdown';
+import { useHighlightVersion } from './context';
+
+function Shows() {
+  return <span>{useHighlightVersion()}</span>;
+}
+
+const savedRAF = options.requestAnimationFrame;
+afterEach(() => {
+  options.requestAnimationFrame = savedRAF;
+});
+
+test('markdown rendered just before the highlighter arrives is highlighted once it does', async () => {
+  // Hold the effects back, as a busy browser does between paint and effects,
+  // and let the highlighter arrive in that gap.
+  let effects: (() => void) | undefined;
+  options.requestAnimationFrame = (cb) => {
+    effects = cb;
+  };
+  const root = document.createElement('div');
+  const before = highlightVersion();
+  render(<Shows />, root);
+  expect(root.textContent).toBe(String(before));
+
+  await loadHighlighter();
+  expect(highlightVersion()).toBeGreaterThan(before);
+  effects!();
+  await new Promise((r) => setTimeout(r, 0)); // let preact flush the re-render
+  expect(root.textContent).toBe(String(highlightVersion()));
+  render(null, root);
+});
