@@ -1127,3 +1127,69 @@ func BenchmarkPromptWrites(b *testing.B) {
 		}
 	}
 }
+
+// A run's usage is added to its session with the event that carries it, or
+// not at all when that event cannot be written; the cost stays unknown
+// until a run has one, then sums the known ones; an update of the
+// session's settings never touches the totals; they survive a reopen.
+func TestSessionUsageAddsUpWithItsEvents(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	mustWorkspace(t, db, "w")
+	orig := mustSession(t, db, "w", "s", t0)
+	require.NoError(t, db.AppendEvent(ctx, ev("w", "s", 1, true)))
+
+	withUsage := func(seq int64, u proto.Usage, context int64) store.Event {
+		e := ev("w", "s", seq, true)
+		e.Usage = &store.SessionUsage{Add: u, ContextTokens: context}
+		return e
+	}
+	cost := func(v float64) *float64 { return &v }
+
+	got, err := db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, proto.Usage{}, got.Usage)
+	require.Zero(t, got.ContextTokens)
+
+	// Refused with its event (seq 1 is taken): nothing is added.
+	require.ErrorIs(t, db.AppendEvents(ctx, []store.Event{withUsage(1, proto.Usage{InputTokens: 5}, 9)}), store.ErrExists)
+	got, err = db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, proto.Usage{}, got.Usage)
+	require.Zero(t, got.ContextTokens)
+
+	// No price known: the counts add up, the cost stays absent.
+	require.NoError(t, db.AppendEvents(ctx, []store.Event{withUsage(2, proto.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 40, CacheWriteTokens: 10, ReasoningTokens: 5}, 120)}))
+	got, err = db.GetSession(ctx, "w", "s")
+	require.NoError(t, err)
+	require.Equal(t, proto.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 40, CacheWriteTokens: 10, ReasoningTokens: 5}, got.Usage)
+	require.EqualValues(t, 120, got.ContextTokens)
+
+	// Priced runs add their costs; a context of 0 keeps the last one.
+	require.NoError(t, db.AppendEvents(ctx, []store.Event{
+		withUsage(3, proto.Usage{InputTokens: 1, CostUSD: cost(0.25)}, 0),
+		withUsage(4, proto.Usage{OutputTokens: 2, CostUSD: cost(0.5)}, 0),
+		withUsage(5, proto.Usage{OutputTokens: 3}, 0),
+	}))
+	// Settings changes write the record but not the totals.
+	changed := orig
+	changed.Title, changed.UpdatedAt = "renamed", at(time.Hour)
+	require.NoError(t, db.UpdateSession(ctx, changed))
+
+	want := proto.Usage{InputTokens: 101, OutputTokens: 25, CacheReadTokens: 40, CacheWriteTokens: 10, ReasoningTokens: 5, CostUSD: cost(0.75)}
+	check := func(db *DB) {
+		t.Helper()
+		list, err := db.ListSessions(ctx, "w")
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, want, list[0].Usage)
+		require.EqualValues(t, 120, list[0].ContextTokens)
+		require.Equal(t, "renamed", list[0].Title)
+	}
+	check(db)
+	require.NoError(t, db.Close())
+	db2, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer db2.Close()
+	check(db2)
+}
