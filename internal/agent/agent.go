@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -86,6 +87,9 @@ type Run struct {
 	// System builds the system prompt for a request offering these tools.
 	System   func(tools []string) string
 	Provider provider.Provider
+	// Catalog prices the run's requests and knows its model's context
+	// window; nil is the built-in table alone.
+	Catalog *models.Catalog
 	// Refresh, when set, re-reads the session's settings into the run before
 	// each model step, so a model switch applies to the next request.
 	Refresh func(run *Run)
@@ -151,9 +155,16 @@ func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 		x.log.Info("run suspended")
 		return res
 	}
-	x.emit(proto.EventRunCompleted, proto.RunCompleted{
-		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
-	}, false)
+	usage := x.usage
+	// The run's usage reaches the session's totals with run.completed, in
+	// its transaction: counted once, with the run's end.
+	x.queue(workspace.Draft{
+		Type: proto.EventRunCompleted,
+		Data: proto.RunCompleted{
+			RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID, Usage: &usage,
+		},
+		Usage: &store.SessionUsage{Add: usage, ContextTokens: x.contextTokens()},
+	})
 	x.settle()
 	return res
 }
@@ -191,6 +202,12 @@ type execution struct {
 	// flight, if any. Both are guarded by mu.
 	failed    error
 	stopModel context.CancelFunc
+
+	// usage is what the run's model requests consumed so far, and size
+	// what the conversation weighs for the model; only the run's own
+	// goroutine (not its tool calls) touches them.
+	usage proto.Usage
+	size  contextSize
 }
 
 // eventLinger is how long a run's events may wait to share one commit while
@@ -262,7 +279,7 @@ func (r *Runner) EndUnstarted(ctx context.Context, runs []*Run) {
 		asst.Model = run.Model
 		x.save(&asst, proto.EventMessageCreated)
 		res := x.finish(&asst, proto.OutcomeCanceled, nil)
-		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID}, false)
+		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID, Usage: &proto.Usage{}}, false)
 		ds = append(ds, x.pending...)
 	}
 	x := &execution{r: r, run: runs[0], ctx: ctx, log: r.logger().With("session_id", runs[0].SessionID, "runs", len(runs)), pending: ds}
@@ -375,6 +392,10 @@ func (x *execution) revive() Result {
 		if m.RunID != x.run.ID {
 			continue
 		}
+		if m.Usage != nil {
+			// Requests made before the run was suspended count in its usage.
+			x.usage = x.usage.Add(*m.Usage)
+		}
 		switch m.Role {
 		case proto.RoleUser:
 			x.userID = m.ID
@@ -447,13 +468,25 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 	case retries < 0:
 		retries = 0
 	}
+	// used sums what every attempt was billed: a retried request costs
+	// each time the provider counted it.
+	var used provider.Usage
+	requested := false
+	defer func() {
+		if requested {
+			u := x.run.Catalog.Usage(x.run.Model, used)
+			asst.Usage = &u
+			x.usage = x.usage.Add(u)
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		// The run's progress so far goes out while the model thinks.
 		x.soon()
-		req, err := x.request()
+		req, seen, err := x.request()
 		if err != nil {
 			return provider.Response{}, err
 		}
+		requested = true
 		streamed := false
 		// open tracks the part the deltas of each kind go to; a new kind starts a new part.
 		open := -1
@@ -479,10 +512,12 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		x.stopModel = nil
 		x.mu.Unlock()
 		stop()
+		used = used.Add(resp.Usage)
 		if err == nil {
 			if !streamed && resp.Text != "" {
 				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
 			}
+			x.size.answered(req, seen, resp)
 			return resp, nil
 		}
 		var pe *provider.Error
@@ -543,13 +578,15 @@ func jitter(d time.Duration, spread float64) time.Duration {
 	return d - time.Duration(w) + time.Duration(rand.Int64N(2*w+1))
 }
 
-// request builds the provider request from the session's history.
-func (x *execution) request() (provider.Request, error) {
+// request builds the provider request from the session's history; seen
+// is how many stored messages it covers.
+func (x *execution) request() (req provider.Request, seen int, err error) {
 	var history []provider.Message
 	if err := x.run.History.Read(x.ctx, x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
 		history = x.history(msgs)
+		seen = len(msgs)
 	}); err != nil {
-		return provider.Request{}, fmt.Errorf("read history: %w", err)
+		return provider.Request{}, 0, fmt.Errorf("read history: %w", err)
 	}
 	if x.run.Refresh != nil {
 		x.run.Refresh(x.run)
@@ -576,7 +613,7 @@ func (x *execution) request() (provider.Request, error) {
 		System:          system,
 		Messages:        history,
 		Tools:           tools,
-	}, nil
+	}, seen, nil
 }
 
 // history converts stored messages into the provider's conversation.

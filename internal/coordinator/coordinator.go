@@ -605,6 +605,7 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.C
 	ar.AvailableTools = settings.AvailableTools
 	ar.ExcludedTools = settings.ExcludedTools
 	ar.PermissionMode = settings.PermissionMode
+	ar.Catalog = cfg.Catalog()
 	ar.System = func(tools []string) string {
 		env := prompt.Env{
 			WorkspacePath: ar.Workspace.Path,

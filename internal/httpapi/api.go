@@ -167,6 +167,7 @@ func (a *API) Handler() http.Handler {
 					r.Get("/last", a.lastSession)
 					r.Route("/{sid}", func(r chi.Router) {
 						r.Get("/", a.getSession)
+						r.Patch("/", a.updateSession)
 						r.Delete("/", a.deleteSession)
 						r.Get("/messages", a.listMessages)
 						r.Get("/events", a.listSessionEvents)
