@@ -647,7 +647,9 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 				continue // an empty step (canceled, failed) says nothing to the model
 			}
 			out = append(out, pm)
-			pending = pm.ToolCalls
+			// A copy: answering a call removes it from pending in place, which
+			// must not touch the calls the request sends.
+			pending = slices.Clone(pm.ToolCalls)
 		case proto.RoleTool:
 			for _, p := range m.Parts {
 				if p.Type != proto.PartToolResult {
