@@ -90,6 +90,12 @@ type Run struct {
 	// Catalog prices the run's requests and knows its model's context
 	// window; nil is the built-in table alone.
 	Catalog *models.Catalog
+	// Compaction is the session's compaction settings (see compact.go).
+	Compaction proto.Compaction
+	// Compact makes the run a compaction run (POST .../compact): it has
+	// no prompt and no user message, summarizes the whole conversation,
+	// and ends end_turn.
+	Compact bool
 	// Refresh, when set, re-reads the session's settings into the run before
 	// each model step, so a model switch applies to the next request.
 	Refresh func(run *Run)
@@ -247,8 +253,33 @@ func (x *execution) halt(asst *proto.Message) (Result, bool) {
 
 func (x *execution) execute() Result {
 	x.emit(proto.EventRunStarted, proto.RunStarted{RunID: x.run.ID}, false)
+	if x.run.Compact {
+		return x.compactRun()
+	}
 	x.recordPrompt()
 	return x.loop()
+}
+
+// compactRun summarizes the whole conversation, then ends the run with an
+// assistant message holding its finish part.
+func (x *execution) compactRun() Result {
+	var err error
+	if !x.stopped() && x.storeFailed() == nil {
+		var tokens int64
+		if _, tokens, err = x.request(); err == nil {
+			err = x.compact(tokens, keepNone, "")
+		}
+	}
+	asst := x.newMessage(proto.RoleAssistant)
+	asst.Model = x.run.Model
+	x.save(&asst, proto.EventMessageCreated)
+	if res, ok := x.halt(&asst); ok {
+		return res
+	}
+	if err != nil {
+		return x.finish(&asst, proto.OutcomeError, compactionError(err))
+	}
+	return x.finish(&asst, proto.OutcomeEndTurn, nil)
 }
 
 // recordPrompt queues the run's user message.
@@ -274,7 +305,9 @@ func (r *Runner) EndUnstarted(ctx context.Context, runs []*Run) {
 	for _, run := range runs {
 		x := &execution{r: r, run: run, ctx: ctx, log: r.logger().With("run_id", run.ID, "session_id", run.SessionID)}
 		x.emit(proto.EventRunStarted, proto.RunStarted{RunID: run.ID}, false)
-		x.recordPrompt()
+		if !run.Compact {
+			x.recordPrompt()
+		}
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = run.Model
 		x.save(&asst, proto.EventMessageCreated)
@@ -293,6 +326,29 @@ func (x *execution) loop() Result {
 		maxSteps = 50
 	}
 	for step := 0; ; step++ {
+		// The request is built before the step's message, so that a
+		// compaction it needs is recorded ahead of the step it makes room for.
+		var (
+			req    provider.Request
+			tokens int64
+			err    error
+		)
+		if step < maxSteps && !x.stopped() && x.storeFailed() == nil {
+			req, tokens, err = x.request()
+			if err == nil && x.overLimit(tokens) {
+				switch cerr := x.compact(tokens, keepAuto, ""); {
+				case errors.Is(cerr, errNothingToCompact):
+					// All of it is this turn's (or the system prompt's):
+					// the request goes as it is, and the provider says
+					// whether it fits.
+					x.log.Debug("over the compaction threshold with nothing to compact", "tokens", tokens)
+				case cerr != nil:
+					return x.compactionFailed(cerr)
+				default:
+					req, tokens, err = x.request()
+				}
+			}
+		}
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = x.run.Model
 		x.save(&asst, proto.EventMessageCreated)
@@ -304,9 +360,30 @@ func (x *execution) loop() Result {
 				Code: "step_limit", Message: fmt.Sprintf("the run stopped after %d model steps", maxSteps),
 			})
 		}
-		resp, err := x.callModel(&asst)
+		if err != nil {
+			return x.finish(&asst, proto.OutcomeError, modelError(err))
+		}
+		resp, err := x.callModel(&asst, &req)
 		if res, ok := x.halt(&asst); ok {
 			return res
+		}
+		if pe, ok := provider.AsError(err); ok && pe.Code == provider.CodeContextExceeded && x.run.Compaction.Auto {
+			// Over the window after all (its size unknown, or the
+			// estimate low): compact, and try once more.
+			switch cerr := x.compact(max(tokens, x.requestTokens(req)), keepAfterRefusal, asst.ID); {
+			case errors.Is(cerr, errNothingToCompact):
+				// Nothing to make room with: the provider's error stands.
+			case cerr != nil:
+				if res, ok := x.halt(&asst); ok {
+					return res
+				}
+				return x.finish(&asst, proto.OutcomeError, compactionError(cerr))
+			default:
+				resp, err = x.callModel(&asst, nil)
+				if res, ok := x.halt(&asst); ok {
+					return res
+				}
+			}
 		}
 		if err != nil {
 			return x.finish(&asst, proto.OutcomeError, modelError(err))
@@ -324,6 +401,20 @@ func (x *execution) loop() Result {
 			return Result{Suspended: true}
 		}
 	}
+}
+
+// compactionFailed ends the run whose compaction before a step failed: as
+// canceled or on the store's error when that is why, else with
+// compaction_failed. The history has no summary: nothing the model reads
+// changed.
+func (x *execution) compactionFailed(err error) Result {
+	asst := x.newMessage(proto.RoleAssistant)
+	asst.Model = x.run.Model
+	x.save(&asst, proto.EventMessageCreated)
+	if res, ok := x.halt(&asst); ok {
+		return res
+	}
+	return x.finish(&asst, proto.OutcomeError, compactionError(err))
 }
 
 // runTools runs the step's tool calls side by side, so several may wait on
@@ -458,9 +549,53 @@ func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDe
 	return Result{Outcome: outcome, Error: e, MessageID: asst.ID}
 }
 
-// callModel streams one model step into asst, retrying failures that are
-// worth retrying as long as nothing was streamed yet.
-func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
+// callModel streams one model step into asst: req (nil: built now), and
+// for a retry a request built anew. Its usage, summed over the attempts,
+// goes on asst.
+func (x *execution) callModel(asst *proto.Message, req *provider.Request) (provider.Response, error) {
+	// open tracks the part the deltas of each kind go to; a new kind starts a new part.
+	open := -1
+	build := func(attempt int) (provider.Request, error) {
+		if attempt == 0 && req != nil {
+			return *req, nil
+		}
+		r, _, err := x.request()
+		return r, err
+	}
+	resp, sent, used, requested, err := x.send(build, func(d provider.Delta) {
+		if open < 0 || asst.Parts[open].Type != d.Kind {
+			asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
+			open = len(asst.Parts) - 1
+		}
+		asst.Parts[open].Text += d.Text
+		x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
+	})
+	if requested {
+		u := x.run.Catalog.Usage(x.run.Model, used)
+		x.usage = x.usage.Add(u)
+		if asst.Usage != nil {
+			// The step's request again, after a compaction.
+			u = asst.Usage.Add(u)
+		}
+		asst.Usage = &u
+	}
+	if err == nil {
+		if open < 0 && resp.Text != "" {
+			asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
+		}
+		x.answered(sent, resp)
+	}
+	return resp, err
+}
+
+// send makes one model request with the run's retries: build makes the
+// request of each attempt (from 0). Failures worth retrying are retried
+// (each retry a session.log warning), unless onDelta already passed on
+// some of the answer; onDelta nil keeps the answer to the caller, so any
+// such failure may be retried. used sums what every attempt was billed: a
+// retried request costs each time the provider counted it; requested
+// reports whether any attempt reached the provider.
+func (x *execution) send(build func(attempt int) (provider.Request, error), onDelta func(provider.Delta)) (resp provider.Response, req provider.Request, used provider.Usage, requested bool, err error) {
 	retries := x.r.Retries
 	switch {
 	case retries == 0:
@@ -468,28 +603,15 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 	case retries < 0:
 		retries = 0
 	}
-	// used sums what every attempt was billed: a retried request costs
-	// each time the provider counted it.
-	var used provider.Usage
-	requested := false
-	defer func() {
-		if requested {
-			u := x.run.Catalog.Usage(x.run.Model, used)
-			asst.Usage = &u
-			x.usage = x.usage.Add(u)
-		}
-	}()
 	for attempt := 0; ; attempt++ {
 		// The run's progress so far goes out while the model thinks.
 		x.soon()
-		req, seen, err := x.request()
+		req, err = build(attempt)
 		if err != nil {
-			return provider.Response{}, err
+			return provider.Response{}, req, used, requested, err
 		}
 		requested = true
 		streamed := false
-		// open tracks the part the deltas of each kind go to; a new kind starts a new part.
-		open := -1
 		// A flush the store refuses ends the request: the run stops there.
 		mctx, stop := context.WithCancel(x.ctx)
 		x.mu.Lock()
@@ -499,14 +621,11 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		if failed != nil {
 			stop()
 		}
-		resp, err := x.run.Provider.Stream(mctx, req, func(d provider.Delta) {
-			streamed = true
-			if open < 0 || asst.Parts[open].Type != d.Kind {
-				asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
-				open = len(asst.Parts) - 1
+		resp, err = x.run.Provider.Stream(mctx, req, func(d provider.Delta) {
+			if onDelta != nil {
+				streamed = true
+				onDelta(d)
 			}
-			asst.Parts[open].Text += d.Text
-			x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
 		})
 		x.mu.Lock()
 		x.stopModel = nil
@@ -514,15 +633,11 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		stop()
 		used = used.Add(resp.Usage)
 		if err == nil {
-			if !streamed && resp.Text != "" {
-				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
-			}
-			x.size.answered(req, seen, resp)
-			return resp, nil
+			return resp, req, used, requested, nil
 		}
 		var pe *provider.Error
 		if x.stopped() || x.storeFailed() != nil || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
-			return resp, err
+			return resp, req, used, requested, err
 		}
 		wait := x.backoff(attempt, pe.RetryAfter)
 		asked := ""
@@ -540,7 +655,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		case <-t.C:
 		case <-x.ctx.Done():
 			t.Stop()
-			return resp, x.ctx.Err()
+			return resp, req, used, requested, x.ctx.Err()
 		}
 	}
 }
@@ -578,13 +693,17 @@ func jitter(d time.Duration, spread float64) time.Duration {
 	return d - time.Duration(w) + time.Duration(rand.Int64N(2*w+1))
 }
 
-// request builds the provider request from the session's history; seen
-// is how many stored messages it covers.
-func (x *execution) request() (req provider.Request, seen int, err error) {
+// request builds the provider request from the session's history, and
+// tells how many tokens it carries: estimated, or, when the run's last
+// request reported its usage, that plus an estimate of the messages since
+// (see contextSize).
+func (x *execution) request() (req provider.Request, tokens int64, err error) {
 	var history []provider.Message
 	if err := x.run.History.Read(x.ctx, x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
 		history = x.history(msgs)
-		seen = len(msgs)
+		if x.size.known {
+			tokens = x.size.of(msgs)
+		}
 	}); err != nil {
 		return provider.Request{}, 0, fmt.Errorf("read history: %w", err)
 	}
@@ -607,30 +726,61 @@ func (x *execution) request() (req provider.Request, seen int, err error) {
 			last.Text += "\n\n[notice] " + n
 		}
 	}
-	return provider.Request{
+	req = provider.Request{
 		Model:           x.run.ModelName,
 		ReasoningEffort: x.run.ReasoningEffort,
 		System:          system,
 		Messages:        history,
 		Tools:           tools,
-	}, seen, nil
+	}
+	if tokens == 0 {
+		tokens = provider.EstimateTokens(req)
+	}
+	return req, tokens, nil
 }
 
-// history converts stored messages into the provider's conversation.
+// requestTokens estimates req's tokens.
+func (x *execution) requestTokens(req provider.Request) int64 { return provider.EstimateTokens(req) }
+
+// history converts stored messages into the provider's conversation: the
+// last compaction's summary in place of the messages it covers, then every
+// message after those. Each tool call is followed by its result (a call
+// left without one, by a "canceled" result), whatever was recorded in
+// between: a user message recorded while calls waited on their results (a
+// steered prompt) comes after the results.
 func (x *execution) history(msgs []proto.Message) []provider.Message {
-	out := make([]provider.Message, 0, len(msgs))
-	// pending are tool calls of the last assistant message still owed a result.
+	start, summary := compactedView(msgs)
+	out := make([]provider.Message, 0, len(msgs)-start+1)
+	if summary != nil {
+		out = append(out, summaryMessage(summary.Text))
+	}
+	// pending are tool calls of the last assistant message still owed a
+	// result; deferred, the user messages that came while they were.
 	var pending []provider.ToolCall
+	var deferred []proto.Message
+	flushDeferred := func() {
+		for _, m := range deferred {
+			out = append(out, x.userMessage(m))
+		}
+		deferred = nil
+	}
 	settle := func() {
 		for _, c := range pending {
 			out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "canceled", IsError: true})
 		}
 		pending = nil
+		flushDeferred()
 	}
-	for _, m := range msgs {
+	for _, m := range msgs[start:] {
+		if isSummary(m) {
+			continue // the latest is in front; older ones are in it
+		}
 		switch m.Role {
 		case proto.RoleUser:
-			settle()
+			if len(pending) > 0 {
+				deferred = append(deferred, m)
+				continue
+			}
 			out = append(out, x.userMessage(m))
 		case proto.RoleAssistant:
 			settle()
@@ -662,6 +812,9 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 						break
 					}
 				}
+			}
+			if len(pending) == 0 {
+				flushDeferred()
 			}
 		}
 	}

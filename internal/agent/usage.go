@@ -97,3 +97,13 @@ func estimateStored(m proto.Message) int64 {
 	}
 	return n + provider.EstimateMessage(provider.Message{})
 }
+
+// answered notes the size of the conversation once req was answered with
+// resp, whose message is the last one recorded.
+func (x *execution) answered(req provider.Request, resp provider.Response) {
+	covered := 0
+	_ = x.run.History.Read(context.WithoutCancel(x.ctx), x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
+		covered = len(msgs)
+	})
+	x.size.answered(req, covered, resp)
+}

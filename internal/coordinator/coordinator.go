@@ -139,6 +139,8 @@ type run struct {
 	// config is the workspace's configuration as the prompt was accepted
 	// with; nil for a revived run.
 	config *config.Config
+	// compact makes it a compaction run (POST .../compact): no prompt.
+	compact bool
 
 	// state is runLive until a cancel claims the run (runCanceled) or the
 	// run commits to another end (runCommitted); it never changes again.
@@ -275,6 +277,34 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }
 
+// Compact queues a compaction run for the session (POST .../compact),
+// accepted like a prompt: its run.accepted is on disk before the 202.
+func (c *Coordinator) Compact(ctx context.Context, wsID, sessionID string) (proto.PromptAccepted, error) {
+	ws, err := c.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	deletes := c.deletes.Load()
+	changes := c.cfg.Sessions.Changes()
+	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, sessionID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	if err := ws.CheckOpen(); err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return proto.PromptAccepted{}, session.InvalidConfig(err)
+	}
+	r := &run{id: uuid.NewString(), session: &sess, changes: changes, config: cfg, compact: true}
+	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
+}
+
 // accept records run.accepted and queues r. The event is on disk before the
 // 202 and before the run can start, and emitted under the session lock so
 // accepted events come in queue order. The same commit moves the session to
@@ -292,7 +322,7 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
-		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt},
+		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt, Compaction: r.compact},
 		Touch: time.Now(),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
@@ -495,7 +525,7 @@ func (c *Coordinator) endUnstarted(sr *sessionRuns, batch []*run, history *agent
 		}
 		ars[i] = &agent.Run{
 			History: history, ID: r.id, SessionID: sr.id, ClientID: r.clientID,
-			Workspace: sr.ws, Prompt: r.prompt, Attachments: r.attachments,
+			Workspace: sr.ws, Prompt: r.prompt, Attachments: r.attachments, Compact: r.compact,
 		}
 		if r.session != nil {
 			ars[i].Model = r.session.Model
@@ -519,6 +549,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		Commit:      r.commit,
 		Revive:      r.revive,
 		Announce:    r.announce,
+		Compact:     r.compact,
 	}
 	if r.name {
 		if err := c.cfg.Sessions.NameFromPrompt(context.WithoutCancel(ctx), sr.ws.ID, sr.id, r.prompt); err != nil {
@@ -606,6 +637,7 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.C
 	ar.ExcludedTools = settings.ExcludedTools
 	ar.PermissionMode = settings.PermissionMode
 	ar.Catalog = cfg.Catalog()
+	ar.Compaction = settings.CompactionOrDefault()
 	ar.System = func(tools []string) string {
 		env := prompt.Env{
 			WorkspacePath: ar.Workspace.Path,

@@ -174,6 +174,7 @@ func (a *API) Handler() http.Handler {
 						r.Post("/log", a.logToSession)
 						r.Put("/model", a.setModel)
 						r.Post("/resume", a.resume)
+						r.Post("/compact", a.compact)
 						r.Get("/pending", a.pending)
 					})
 				})
