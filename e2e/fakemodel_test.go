@@ -91,6 +91,19 @@ func newFakeModel(t *testing.T, flavor string, script func(n int, req map[string
 	return f
 }
 
+// awaitRequest waits for the next request to arrive, failing the test
+// after the deadline.
+func (f *fakeModel) awaitRequest(t *testing.T) int {
+	t.Helper()
+	select {
+	case n := <-f.started:
+		return n
+	case <-time.After(wait):
+		t.Fatalf("no model request within %v", wait)
+	}
+	return 0
+}
+
 // Connections returns how many TCP connections the server has accepted.
 func (f *fakeModel) Connections() int64 { return f.conns.Load() }
 

@@ -469,6 +469,17 @@ func TestEventsMatchTheSpec(t *testing.T) {
 	require.Equal(t, acc.RunID, rc.RunID)
 	rec.until(proto.EventSessionIdle)
 
+	// A prompt steered into a running run.
+	accS := e.prompt(ws.ID, sess.ID, "/slow 30 20")
+	rec.until(proto.EventMessageDelta)
+	var steered proto.PromptAccepted
+	e.must(http.StatusAccepted, "POST", "/v1/workspaces/"+ws.ID+"/agent",
+		map[string]any{"session_id": sess.ID, "prompt": "and then?", "client_id": aID, "delivery": "steer"}, &steered)
+	require.Equal(t, proto.RunSteered, steered.State)
+	require.Equal(t, accS.RunID, steered.RunID)
+	rec.data(proto.EventRunCompleted, &rc)
+	require.Equal(t, accS.RunID, rc.RunID)
+
 	// Reasoning deltas, attachments, a model error.
 	var acc2 proto.PromptAccepted
 	e.must(http.StatusAccepted, "POST", "/v1/workspaces/"+ws.ID+"/agent", map[string]any{

@@ -96,6 +96,11 @@ type Run struct {
 	// no prompt and no user message, summarizes the whole conversation,
 	// and ends end_turn.
 	Compact bool
+	// Steers takes the prompts that joined the run (delivery steer) since
+	// the last call; with final, a call that finds none closes the run to
+	// steering (later steers queue as runs of their own), so none can
+	// join once the run has decided to end. nil: none join.
+	Steers func(final bool) []Steer
 	// Refresh, when set, re-reads the session's settings into the run before
 	// each model step, so a model switch applies to the next request.
 	Refresh func(run *Run)
@@ -117,6 +122,16 @@ type Run struct {
 	Revive string
 	// Announce re-announces the requests a revived run still waits on.
 	Announce bool
+}
+
+// Steer is a prompt that joined a run (delivery steer). Its user message,
+// whose id was decided when it was accepted, enters the run's history
+// before the run's next model request.
+type Steer struct {
+	MessageID   string
+	Prompt      string
+	ClientID    string
+	Attachments []Attachment
 }
 
 // Result is how a run ended.
@@ -189,8 +204,11 @@ type execution struct {
 	ctx context.Context
 	log *slog.Logger
 	// userID is this run's user message, whose attachments are sent in full;
-	// earlier runs' attachments are only named.
-	userID string
+	// earlier runs' attachments are only named. steered holds the
+	// attachments of the run's steered prompts, by message id: sent in
+	// full too.
+	userID  string
+	steered map[string][]Attachment
 
 	// pending are the run's events not yet emitted (see flush); tool calls
 	// add to it side by side. linger, when set, flushes them soon (see
@@ -285,6 +303,7 @@ func (x *execution) compactRun() Result {
 // recordPrompt queues the run's user message.
 func (x *execution) recordPrompt() {
 	user := x.newMessage(proto.RoleUser)
+	user.ClientID = x.run.ClientID
 	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
 	for _, a := range x.run.Attachments {
 		user.Parts = append(user.Parts, a.Part)
@@ -326,6 +345,8 @@ func (x *execution) loop() Result {
 		maxSteps = 50
 	}
 	for step := 0; ; step++ {
+		// Prompts steered into the run since its last request go in now.
+		x.takeSteers(false)
 		// The request is built before the step's message, so that a
 		// compaction it needs is recorded ahead of the step it makes room for.
 		var (
@@ -389,8 +410,13 @@ func (x *execution) loop() Result {
 			return x.finish(&asst, proto.OutcomeError, modelError(err))
 		}
 		if len(resp.ToolCalls) == 0 {
-			res := x.finish(&asst, proto.OutcomeEndTurn, nil)
-			return res
+			if x.takeSteers(true) {
+				// Steered as the model answered: it answers them too.
+				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishEndTurn})
+				x.save(&asst, proto.EventMessageUpdated)
+				continue
+			}
+			return x.finish(&asst, proto.OutcomeEndTurn, nil)
 		}
 		for _, c := range resp.ToolCalls {
 			asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartToolCall, ID: c.ID, Name: c.Name, Arguments: objectOrEmpty(c.Arguments)})
@@ -398,9 +424,17 @@ func (x *execution) loop() Result {
 		asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishToolUse})
 		x.save(&asst, proto.EventMessageUpdated)
 		if x.runTools(resp.ToolCalls, false) {
-			return Result{Suspended: true}
+			return x.suspend()
 		}
 	}
+}
+
+// suspend parks the run (see Result.Suspended). Prompts that joined it go
+// into its history now, after its pending calls (the model reads them
+// after the calls' results when the run goes on); later ones queue.
+func (x *execution) suspend() Result {
+	x.takeSteers(true)
+	return Result{Suspended: true}
 }
 
 // compactionFailed ends the run whose compaction before a step failed: as
@@ -489,7 +523,9 @@ func (x *execution) revive() Result {
 		}
 		switch m.Role {
 		case proto.RoleUser:
-			x.userID = m.ID
+			if x.userID == "" { // steered prompts come later
+				x.userID = m.ID
+			}
 		case proto.RoleAssistant:
 			calls = calls[:0]
 			for _, p := range m.Parts {
@@ -529,14 +565,19 @@ func (x *execution) revive() Result {
 		return x.finish(&asst, proto.OutcomeInterrupted, nil)
 	}
 	if x.runTools(missing, true) {
-		return Result{Suspended: true}
+		return x.suspend()
 	}
 	return x.loop()
 }
 
 // finish ends the assistant message with the outcome's finish part. Any
 // outcome but canceled is first committed to: a cancel that came first wins.
+//
+// Prompts that joined the run and were not yet in its history enter it
+// now, and the run's end answers them: its finish goes on asst and on an
+// assistant message of its own after them, the run's last.
 func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDetail) Result {
+	steered := x.takeSteers(true)
 	if outcome != proto.OutcomeCanceled && x.run.Commit != nil && !x.run.Commit() {
 		outcome, e = proto.OutcomeCanceled, nil
 	}
@@ -546,7 +587,60 @@ func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDe
 	}
 	asst.Parts = append(asst.Parts, part)
 	x.save(asst, proto.EventMessageUpdated)
+	if steered {
+		last := x.newMessage(proto.RoleAssistant)
+		last.Model = x.run.Model
+		last.Parts = append(last.Parts, part)
+		x.save(&last, proto.EventMessageCreated)
+		asst = &last
+	}
 	return Result{Outcome: outcome, Error: e, MessageID: asst.ID}
+}
+
+// takeSteers records the prompts that joined the run since the last call,
+// and reports whether there were any (see Run.Steers for final). One
+// already in the history (a run revived after a crash) is not recorded
+// again.
+func (x *execution) takeSteers(final bool) bool {
+	if x.run.Steers == nil {
+		return false
+	}
+	steers := x.run.Steers(final)
+	if len(steers) == 0 {
+		return false
+	}
+	known := map[string]bool{}
+	_ = x.run.History.Read(context.WithoutCancel(x.ctx), x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
+		for _, st := range steers {
+			for i := len(msgs) - 1; i >= 0; i-- {
+				if msgs[i].ID == st.MessageID {
+					known[st.MessageID] = true
+					break
+				}
+			}
+		}
+	})
+	for _, st := range steers {
+		if known[st.MessageID] {
+			continue
+		}
+		m := x.newMessage(proto.RoleUser)
+		m.ID = st.MessageID
+		m.ClientID = st.ClientID
+		m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: st.Prompt})
+		for _, a := range st.Attachments {
+			m.Parts = append(m.Parts, a.Part)
+		}
+		if len(st.Attachments) > 0 {
+			if x.steered == nil {
+				x.steered = make(map[string][]Attachment)
+			}
+			x.steered[m.ID] = st.Attachments
+		}
+		x.save(&m, proto.EventMessageCreated)
+	}
+	x.log.Info("steered prompts joined the run", "count", len(steers))
+	return true
 }
 
 // callModel streams one model step into asst: req (nil: built now), and
@@ -830,7 +924,10 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 func (x *execution) userMessage(m proto.Message) provider.Message {
 	const earlier = "\n\n[attachment %q was shown in an earlier turn]"
 	pm := provider.Message{Role: provider.RoleUser}
-	current := m.ID == x.userID
+	atts, current := x.run.Attachments, m.ID == x.userID
+	if s, ok := x.steered[m.ID]; ok {
+		atts, current = s, true
+	}
 	size := 0
 	for _, p := range m.Parts {
 		switch {
@@ -841,7 +938,7 @@ func (x *execution) userMessage(m proto.Message) provider.Message {
 		}
 	}
 	if current {
-		for _, a := range x.run.Attachments {
+		for _, a := range atts {
 			if a.Text != "" {
 				size += 2 + len(a.Text)
 			}
@@ -855,7 +952,7 @@ func (x *execution) userMessage(m proto.Message) provider.Message {
 		}
 	}
 	if current {
-		for _, a := range x.run.Attachments {
+		for _, a := range atts {
 			if a.Text != "" {
 				b.WriteString("\n\n")
 				b.WriteString(a.Text)

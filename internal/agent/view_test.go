@@ -54,3 +54,53 @@ func TestHistoryKeepsEveryToolCallWhateverTheOrderOfResults(t *testing.T) {
 		require.Equal(t, provider.RoleTool, m.Role)
 	}
 }
+
+// A user message recorded while a step's tool calls waited on their
+// results (a prompt steered into a run parked on a permission) reaches the
+// model after those results: a call is never cut from its result.
+func TestHistoryPutsAPromptAfterThePendingResults(t *testing.T) {
+	x := &execution{run: &Run{}}
+	got := x.history([]proto.Message{
+		userMsg("u", "go"),
+		callsMsg("a", "c1", "c2"),
+		resultMsg("r1", "c1"),
+		userMsg("s", "steered"),
+		resultMsg("r2", "c2"),
+		textMsg("b", "done"),
+	})
+	var roles []string
+	for _, m := range got {
+		roles = append(roles, m.Role+":"+m.Text+m.ToolCallID)
+	}
+	require.Equal(t, []string{"user:go", "assistant:", "tool:result of c1c1", "tool:result of c2c2", "user:steered", "assistant:done"}, roles)
+
+	// A call left without a result is answered "canceled", before the prompt.
+	got = x.history([]proto.Message{userMsg("u", "go"), callsMsg("a", "c1"), userMsg("s", "steered")})
+	roles = roles[:0]
+	for _, m := range got {
+		roles = append(roles, m.Role+":"+m.Text)
+	}
+	require.Equal(t, []string{"user:go", "assistant:", "tool:canceled", "user:steered"}, roles)
+}
+
+// The model reads the latest summary in place of the messages up to its
+// through_message_id, then what follows, older summaries aside.
+func TestHistoryReadsTheLatestSummary(t *testing.T) {
+	x := &execution{run: &Run{}}
+	sum := func(id, text, through string) proto.Message {
+		return proto.Message{ID: id, Role: proto.RoleAssistant, Parts: []proto.Part{{Type: proto.PartSummary, Text: text, ThroughMessageID: through}}}
+	}
+	got := x.history([]proto.Message{
+		userMsg("u1", "one"), textMsg("a1", "first"),
+		userMsg("u2", "two"), textMsg("a2", "second"),
+		sum("s1", "S1", "a1"),
+		userMsg("u3", "three"), textMsg("a3", "third"),
+		sum("s2", "S2", "u2"),
+		userMsg("u4", "four"),
+	})
+	var texts []string
+	for _, m := range got {
+		texts = append(texts, m.Role+":"+m.Text)
+	}
+	require.Equal(t, []string{"user:" + summaryIntro + "S2", "assistant:second", "user:three", "assistant:third", "user:four"}, texts)
+}
