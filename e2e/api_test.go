@@ -40,6 +40,8 @@ func TestAuth(t *testing.T) {
 		{"not bearer", "/v1/workspaces", map[string]string{"Authorization": testToken}, 401},
 		{"query token off the stream route", "/v1/workspaces?access_token=" + testToken, nil, 401},
 		{"wrong query token on the stream", "/v1/workspaces/" + ws.ID + "/events?client_id=" + uuid.NewString() + "&access_token=nope", nil, 401},
+		{"no token on the stream", "/v1/workspaces/" + ws.ID + "/events?client_id=" + uuid.NewString(), nil, 401},
+		{"wrong token on the stream", "/v1/workspaces/" + ws.ID + "/events?client_id=" + uuid.NewString(), map[string]string{"Authorization": "Bearer nope"}, 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

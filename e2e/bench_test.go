@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/e2e/benchkit"
 	"github.com/tandem-dev/tandem/internal/server"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
@@ -231,10 +230,10 @@ func benchPosts(b *testing.B, every time.Duration, post func(posterJob) ([]time.
 	}
 	b.ResetTimer()
 	began := time.Now()
-	cpu, steal := processCPU(), hostSteal()
+	cpu, steal := processCPU(), benchkit.HostSteal()
 	lat, err := post(job)
 	elapsed := time.Since(began)
-	cpu, steal = processCPU()-cpu, hostSteal()-steal
+	cpu, steal = processCPU()-cpu, benchkit.HostSteal()-steal
 	b.StopTimer()
 	require.NoError(b, err)
 	require.Len(b, lat, b.N)
@@ -248,8 +247,7 @@ func benchPosts(b *testing.B, every time.Duration, post func(posterJob) ([]time.
 	// With the posters in another process this is the server's CPU alone:
 	// the accept and the whole run that follows it.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "cpu-µs/op")
-	// On a virtual machine the host can take the CPUs away for milliseconds
-	// at a time, which shows in the p99 and says nothing about the server.
+	// See benchkit.HostSteal.
 	b.ReportMetric(float64(steal.Milliseconds()), "steal-ms")
 }
 
@@ -309,26 +307,6 @@ func (t *handlerTimes) take() []time.Duration {
 	ds := t.ds
 	t.ds = nil
 	return ds
-}
-
-// hostSteal is the time the hypervisor ran something else while this
-// machine's CPUs wanted to run, summed over them (Linux's /proc/stat); 0
-// where that is not known.
-func hostSteal() time.Duration {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
-	ticks, err := strconv.ParseInt(f[8], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ, 100 on every Linux ABI Go runs on
 }
 
 // processCPU is the CPU time (user and system) this process has used. The

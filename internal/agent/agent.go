@@ -212,11 +212,14 @@ type execution struct {
 
 	// pending are the run's events not yet emitted (see flush); tool calls
 	// add to it side by side. linger, when set, flushes them soon (see
-	// eventLinger); lingering counts its callback until it has returned.
-	mu        sync.Mutex
-	pending   []workspace.Draft
-	linger    *time.Timer
-	lingering sync.WaitGroup
+	// eventLinger); draining is set while a goroutine flushes them at
+	// once (see now). background counts the linger's callback and the
+	// draining goroutine until they have returned.
+	mu         sync.Mutex
+	pending    []workspace.Draft
+	linger     *time.Timer
+	draining   bool
+	background sync.WaitGroup
 	// flushing keeps flushes whole, so events are numbered in the order
 	// the run queued them even when tool calls flush side by side.
 	flushing sync.Mutex
@@ -234,9 +237,10 @@ type execution struct {
 	size  contextSize
 }
 
-// eventLinger is how long a run's events may wait to share one commit while
-// it streams: a fast model's whole step then costs one commit, and a slow
-// one's deltas go out in batches no more than this late.
+// eventLinger is how long a run's progress (its prompt, the opening of an
+// assistant message) may wait before a model call to share one commit with
+// what follows it. A delta to a watched workspace never waits for it: see
+// execution.now.
 const eventLinger = 5 * time.Millisecond
 
 // stopped reports whether the run must end as canceled.
@@ -1006,30 +1010,78 @@ func (x *execution) save(m *proto.Message, typ string) {
 	})
 }
 
-// emit queues an event of the run; an ephemeral one (a delta) goes out
-// within eventLinger, with whatever was queued before it.
+// emit queues an event of the run; an ephemeral one (a delta) goes out at
+// once (see now) with whatever was queued before it, when a client watches
+// the workspace. When none does, the delta would reach nobody: it waits
+// like the run's progress does (see soon), so that a run nobody watches
+// does not pay a commit for its first delta.
 func (x *execution) emit(typ string, data any, ephemeral bool) {
 	x.queue(workspace.Draft{Type: typ, Data: data, Ephemeral: ephemeral})
-	if ephemeral {
+	switch {
+	case !ephemeral:
+	case x.run.Workspace.Watched():
+		x.now()
+	default:
 		x.soon()
 	}
 }
 
-// soon flushes the queued events within eventLinger.
+// soon flushes the queued events within eventLinger, unless a delta sends
+// them first: the progress a run makes before a model call shares a
+// commit with what follows it, and a tool-call step without text costs one
+// commit.
 func (x *execution) soon() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.linger != nil {
+	if x.linger != nil || x.draining {
 		return
 	}
-	x.lingering.Add(1)
+	x.background.Add(1)
 	x.linger = time.AfterFunc(eventLinger, func() {
-		defer x.lingering.Done()
+		defer x.background.Done()
 		x.mu.Lock()
 		x.linger = nil
 		x.mu.Unlock()
 		x.flush()
 	})
+}
+
+// now sends the queued events without waiting: the first delta of a quiet
+// stream leaves at once. While a flush is in flight (a commit of kept
+// events, or the hand-over to the streams), the deltas that arrive queue up
+// and leave together in the flush that follows it at once: a fast model's
+// burst costs a few flushes, not one per delta, and no delta waits for a
+// timer. The flushing runs on its own goroutine so the model's stream is
+// never held up by a commit.
+func (x *execution) now() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.linger != nil && x.linger.Stop() {
+		x.linger = nil
+		x.background.Done() // its callback will not run
+	}
+	if x.draining {
+		return
+	}
+	x.draining = true
+	x.background.Add(1)
+	go x.drain()
+}
+
+// drain flushes until nothing is queued, or until the store refuses the
+// run's events (the run then halts; settle retries).
+func (x *execution) drain() {
+	defer x.background.Done()
+	for {
+		err := x.flush()
+		x.mu.Lock()
+		if err != nil || len(x.pending) == 0 {
+			x.draining = false
+			x.mu.Unlock()
+			return
+		}
+		x.mu.Unlock()
+	}
 }
 
 // settle ends the run's writing: no flush is left waiting, and everything
@@ -1042,11 +1094,11 @@ func (x *execution) soon() {
 func (x *execution) settle() {
 	x.mu.Lock()
 	if x.linger != nil && x.linger.Stop() {
-		x.lingering.Done() // its callback will not run
+		x.background.Done() // its callback will not run
 	}
 	x.linger = nil
 	x.mu.Unlock()
-	x.lingering.Wait()
+	x.background.Wait()
 	for wait, waited := settleFirstWait, false; ; wait = min(2*wait, settleMaxWait) {
 		err := x.flush()
 		if err == nil {
@@ -1083,8 +1135,9 @@ func (x *execution) queue(d workspace.Draft) {
 // flush emits the queued events in one transaction and returns once they
 // are published. A run flushes whenever clients must see where it is before
 // it goes on: before it calls a tool, before it waits, and when it ends;
-// while the model streams it flushes within eventLinger. Between those
-// points its writes share one commit instead of taking one each.
+// while the model streams, each delta is sent at once or with the flush
+// that follows the one in flight (see now). Between those points its writes
+// share one commit instead of taking one each.
 //
 // When the store refuses them, the events that are kept (all but deltas)
 // go back to the head of the queue for the next flush, the run is marked

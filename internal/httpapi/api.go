@@ -117,20 +117,26 @@ func (a *API) Wait(ctx context.Context) error {
 // track counts the request among the running handlers for Wait.
 func (a *API) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		a.active++
-		a.mu.Unlock()
-		defer func() {
-			a.mu.Lock()
-			a.active--
-			if a.active == 0 && a.idle != nil {
-				close(a.idle)
-				a.idle = nil
-			}
-			a.mu.Unlock()
-		}()
+		a.enter()
+		defer a.leave()
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (a *API) enter() {
+	a.mu.Lock()
+	a.active++
+	a.mu.Unlock()
+}
+
+func (a *API) leave() {
+	a.mu.Lock()
+	a.active--
+	if a.active == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
+	a.mu.Unlock()
 }
 
 // Handler returns the root handler.
@@ -148,6 +154,11 @@ func (a *API) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(api.Spec)
 	})
+	// The event stream is routed from the top and checks the token and
+	// the shutdown itself (admit): an idle stream keeps its goroutine's
+	// stack for as long as its client stays, and each router and
+	// middleware it went through stays on it (see streamEvents).
+	r.Get("/v1/workspaces/{wid}/events", a.streamEvents)
 	r.Group(func(r chi.Router) {
 		r.Use(a.refuseWhileStopping, a.authenticate)
 		r.Route("/v1/workspaces", func(r chi.Router) {
@@ -156,7 +167,6 @@ func (a *API) Handler() http.Handler {
 			r.Route("/{wid}", func(r chi.Router) {
 				r.Get("/", a.getWorkspace)
 				r.Delete("/", a.deleteWorkspace)
-				r.Get("/events", a.streamEvents)
 				r.Get("/permissions", a.permissions)
 				r.Get("/mcp", a.mcpServers)
 				r.Post("/permissions/{rid}", a.answerPermission)
@@ -201,18 +211,28 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 // ?access_token=, because browsers' EventSource cannot set headers.
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok && isStreamRoute(r) {
-			given, ok = r.URL.Query().Get("access_token"), r.URL.Query().Has("access_token")
-		}
-		// Comparing digests keeps the comparison constant-time whatever the lengths.
-		sum := sha256.Sum256([]byte(given))
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			a.reject(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
+		if a.unauthorized(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unauthorized answers 401 and reports true unless r carries the token.
+//
+//go:noinline
+func (a *API) unauthorized(w http.ResponseWriter, r *http.Request) bool {
+	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok && isStreamRoute(r) {
+		given, ok = r.URL.Query().Get("access_token"), r.URL.Query().Has("access_token")
+	}
+	// Comparing digests keeps the comparison constant-time whatever the lengths.
+	sum := sha256.Sum256([]byte(given))
+	if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+		a.reject(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
+		return true
+	}
+	return false
 }
 
 func isStreamRoute(r *http.Request) bool {
@@ -222,12 +242,20 @@ func isStreamRoute(r *http.Request) bool {
 
 func (a *API) refuseWhileStopping(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.stopping.Load() {
-			a.reject(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+		if a.refused(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refused answers 503 and reports true while the server shuts down.
+func (a *API) refused(w http.ResponseWriter, r *http.Request) bool {
+	if a.stopping.Load() {
+		a.reject(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+		return true
+	}
+	return false
 }
 
 // limitBody bounds the request body in size and in time: it must arrive
@@ -291,6 +319,7 @@ func (a *API) reject(w http.ResponseWriter, r *http.Request, err error) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	start  time.Time // when the request came in
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -319,16 +348,23 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // string, which may hold an access token.
 func (a *API) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, start: time.Now()}
 		next.ServeHTTP(sw, r)
-		route := r.URL.Path
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
-		a.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path,
-			"status", sw.status, "duration", time.Since(start))
+		a.logRequest(r, sw)
 	})
+}
+
+// logRequest is logRequests' line, in a function of its own: the
+// middleware's frame stays below every stream's wait (see streamEvents).
+//
+//go:noinline
+func (a *API) logRequest(r *http.Request, sw *statusWriter) {
+	route := r.URL.Path
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		route = rc.RoutePattern()
+	}
+	a.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path,
+		"status", sw.status, "duration", time.Since(sw.start))
 }
 
 func stack() string { return string(debug.Stack()) }

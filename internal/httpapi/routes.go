@@ -92,27 +92,62 @@ func (a *API) Workspace(r *http.Request) (*workspace.Workspace, error) {
 	return a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
 }
 
+// streamEvents serves a workspace's event stream. An idle stream parks its
+// goroutine here for as long as the client stays, under the whole
+// middleware chain: the work around the wait is done in functions of their
+// own, so that what stays on the stack is small and the runtime can shrink
+// it (it does when a parked goroutine uses under a quarter of its stack).
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
+	st := a.streamRequest(w, r)
+	if st == nil {
+		return
+	}
+	a.streamEnded(w, r, st, st.ws.Stream(r.Context(), w, &st.opts))
+}
+
+// streamCall is a stream request, decoded.
+type streamCall struct {
+	ws   *workspace.Workspace
+	opts workspace.StreamOptions
+}
+
+// streamRequest admits and decodes a stream request, answering it itself
+// when it is refused or bad. The route is outside the middlewares of the
+// other /v1 routes (see Handler), so it checks what they check first.
+//
+//go:noinline
+func (a *API) streamRequest(w http.ResponseWriter, r *http.Request) *streamCall {
+	if a.refused(w, r) || a.unauthorized(w, r) {
+		return nil
+	}
+	ws, opts, ok := a.decodeStream(w, r)
+	if !ok {
+		return nil
+	}
+	return &streamCall{ws: ws, opts: *opts}
+}
+
+func (a *API) decodeStream(w http.ResponseWriter, r *http.Request) (*workspace.Workspace, *workspace.StreamOptions, bool) {
 	q := r.URL.Query()
 	ws, err := a.Workspace(r)
 	if err != nil {
 		a.writeError(w, r, err)
-		return
+		return nil, nil, false
 	}
 	clientID := q.Get("client_id")
 	if err := tandem.CheckUUID("client_id", clientID); err != nil {
 		a.writeError(w, r, err)
-		return
+		return nil, nil, false
 	}
-	opts := workspace.StreamOptions{ClientID: clientID}
+	opts := &workspace.StreamOptions{ClientID: clientID}
 	if sid := q.Get("session_id"); sid != "" {
 		if err := tandem.CheckUUID("session_id", sid); err != nil {
 			a.writeError(w, r, err)
-			return
+			return nil, nil, false
 		}
 		if _, err := a.cfg.Sessions.Get(r.Context(), ws.ID, sid); err != nil {
 			a.writeError(w, r, err)
-			return
+			return nil, nil, false
 		}
 		opts.SessionID = sid
 		a.cfg.Sessions.Join(sid, clientID)
@@ -120,18 +155,24 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	n, resume, err := parseLastEventID(r.Header.Get("Last-Event-ID"), q.Get("last_event_id"))
 	if err != nil {
 		a.writeError(w, r, err)
-		return
+		return nil, nil, false
 	}
 	opts.LastEventID, opts.Resume = n, resume
-	err = ws.Stream(r.Context(), w, opts)
+	return ws, opts, true
+}
+
+// streamEnded answers a claim refusal, which comes before the stream
+// starts, and logs why a stream ended.
+//
+//go:noinline
+func (a *API) streamEnded(w http.ResponseWriter, r *http.Request, st *streamCall, err error) {
 	var te *tandem.Error
 	if errors.As(err, &te) {
-		// A claim refusal happens before the stream starts, so it can still be answered.
 		a.writeError(w, r, err)
 		return
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		a.log.Debug("stream ended", "workspace_id", ws.ID, "client_id", clientID, "err", err)
+		a.log.Debug("stream ended", "workspace_id", st.ws.ID, "client_id", st.opts.ClientID, "err", err)
 	}
 }
 

@@ -159,7 +159,7 @@ func (h *harness) serve(w http.ResponseWriter, r *http.Request) {
 	if name := q.Get("topic"); name != "" {
 		topic = h.hub.Topic(name, 0, nil)
 	}
-	err := topic.Serve(r.Context(), w, opts)
+	err := topic.Serve(r.Context(), w, &opts)
 	if !subscribed && errors.Is(err, ErrClosed) {
 		http.Error(w, "closed", http.StatusServiceUnavailable)
 	}

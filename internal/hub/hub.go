@@ -20,6 +20,7 @@ import (
 // Defaults for the zero fields of Config.
 const (
 	DefaultQueueBytes   = 1 << 20
+	DefaultBurstGrace   = 2 * time.Second
 	DefaultRingSize     = 4096
 	DefaultRingBytes    = 8 << 20
 	DefaultWriteTimeout = 10 * time.Second
@@ -56,10 +57,21 @@ type Backlog func(ctx context.Context, after, upTo int64, limit int) ([]Event, e
 
 // Config tunes a Hub. Zero fields take the Default* values.
 type Config struct {
-	// QueueBytes bounds the frames waiting for one stream's writer. A stream
-	// that would go over it is evicted. A stream with an empty queue always
-	// accepts one frame, however big, so a large event alone evicts nobody.
+	// QueueBytes is how far behind a stream may stay: a stream whose queue
+	// (the frames waiting for its writer) goes over it must be taken by its
+	// writer within BurstGrace, else the next event evicts it. A burst of
+	// large events (a tool's 1 MiB arguments, then the message that carries
+	// them) may thus take a healthy stream over it for a moment.
 	QueueBytes int
+	// MaxQueueBytes bounds a stream's queue whatever the time: a stream
+	// that would go over it is evicted at once. 0 means 8 × QueueBytes. A
+	// stream with an empty queue always accepts one frame, however big, so
+	// a large event alone evicts nobody.
+	MaxQueueBytes int
+	// BurstGrace is how long a stream's queue may stay over QueueBytes
+	// without its writer taking it (see QueueBytes); 0 means
+	// DefaultBurstGrace.
+	BurstGrace time.Duration
 	// RingSize is how many recent kept events each topic keeps in memory to
 	// serve resumes without reading the database.
 	RingSize int
@@ -79,6 +91,13 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.MaxQueueBytes <= 0 {
+		c.MaxQueueBytes = 8 * c.QueueBytes
+	}
+	c.MaxQueueBytes = max(c.MaxQueueBytes, c.QueueBytes)
+	if c.BurstGrace <= 0 {
+		c.BurstGrace = DefaultBurstGrace
 	}
 	if c.RingSize <= 0 {
 		c.RingSize = DefaultRingSize

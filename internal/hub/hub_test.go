@@ -381,7 +381,7 @@ func TestSlowConsumerGetsEvictedFrame(t *testing.T) {
 	tp := hub.Topic("ws", 0, nil)
 	w := &gateWriter{memWriter: newMemWriter(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
 	done := make(chan error, 1)
-	go func() { done <- tp.Serve(context.Background(), w, ServeOptions{ClientID: "slow"}) }()
+	go func() { done <- tp.Serve(context.Background(), w, &ServeOptions{ClientID: "slow"}) }()
 	<-w.entered // stream.opened write
 	w.gate <- struct{}{}
 	waitSubscribers(t, tp, 1)
@@ -413,6 +413,120 @@ func (g *gateWriter) Write(p []byte) (int, error) {
 	g.entered <- struct{}{}
 	<-g.gate
 	return g.memWriter.Write(p)
+}
+
+// serveGated serves tp on a gateWriter and returns it once the stream is
+// registered and its stream.opened written; Serve's result goes to done.
+func serveGated(t *testing.T, tp *Topic, clientID string, subs int) (*gateWriter, chan error) {
+	t.Helper()
+	w := &gateWriter{memWriter: newMemWriter(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
+	done := make(chan error, 1)
+	go func() { done <- tp.Serve(context.Background(), w, &ServeOptions{ClientID: clientID}) }()
+	<-w.entered // stream.opened
+	w.gate <- struct{}{}
+	waitSubscribers(t, tp, subs)
+	return w, done
+}
+
+// bigEvent is an event whose frame is a bit over 1 MiB, the size of the
+// largest events (contract section 1: data up to 1 MiB).
+func bigEvent(seq int64) Event {
+	return Event{Seq: seq, Type: "tool.started", Kept: true, Data: []byte(`{"arguments":"` + strings.Repeat("a", 1<<20-20) + `"}`)}
+}
+
+// A client that keeps up is not evicted by a burst of maximum-size events
+// published while its writer is still writing the first of them: the
+// default 1 MiB queue holds less than two such events, but the writer takes
+// them all once it is done.
+func TestBurstOfLargeEventsKeepsFastReader(t *testing.T) {
+	hub := New(Config{Logger: quietLogger()})
+	defer hub.Close()
+	tp := hub.Topic("ws", 0, nil)
+	w, done := serveGated(t, tp, "fast", 1)
+	tp.Publish(bigEvent(1))
+	<-w.entered // the writer is writing event 1
+	const burst = 6
+	for seq := int64(2); seq <= burst; seq++ {
+		tp.Publish(bigEvent(seq))
+	}
+	require.Equal(t, 1, tp.Subscribers(), "evicted by the burst")
+	close(w.gate)
+	// Close flushes what is queued, then ends the stream.
+	tp.Close()
+	require.ErrorIs(t, <-done, ErrClosed)
+	frames, err := w.frames()
+	require.NoError(t, err)
+	require.Len(t, frames, burst+1)
+	for i, f := range frames[1:] {
+		require.Equal(t, int64(i+1), f.seq(t))
+	}
+}
+
+// A stalled client, whose writer stays blocked in a write, is evicted once
+// its queue has been over QueueBytes for BurstGrace, long before it reaches
+// MaxQueueBytes; the other streams get every event meanwhile.
+func TestStalledReaderEvictedAfterGrace(t *testing.T) {
+	h := newHarness(t, Config{QueueBytes: 4 << 10, MaxQueueBytes: 1 << 20, BurstGrace: time.Nanosecond}, 0, nil)
+	healthy := h.open("healthy", nil, nil)
+	healthy.opened()
+	waitSubscribers(t, h.topic, 1)
+	w, done := serveGated(t, h.topic, "stalled", 2)
+
+	data := []byte(`{"pad":"` + strings.Repeat("s", 1000) + `"}`)
+	h.topic.Publish(Event{Seq: 1, Type: "message.delta", Data: data})
+	<-w.entered // blocked writing event 1, for good
+	seq := int64(1)
+	require.Equal(t, int64(1), healthy.next().seq(t))
+	for h.topic.Subscribers() == 2 {
+		seq++
+		require.Less(t, seq, int64(100), "not evicted after its grace")
+		h.topic.Publish(Event{Seq: seq, Type: "message.delta", Data: data})
+		// In step with the healthy reader, whose queue then never
+		// holds more than this event.
+		require.Equal(t, seq, healthy.next().seq(t))
+	}
+	require.Equal(t, 1, h.topic.Subscribers(), "the healthy stream was evicted")
+	close(w.gate) // let the write of event 1 finish: Serve ends evicted
+	require.ErrorIs(t, <-done, ErrEvicted)
+}
+
+// Whatever the grace, a stream is evicted as soon as its queue would go
+// over MaxQueueBytes, which bounds what one stream pins.
+func TestQueueOverMaxEvictsAtOnce(t *testing.T) {
+	hub := New(Config{QueueBytes: 4 << 10, MaxQueueBytes: 64 << 10, BurstGrace: time.Hour, Logger: quietLogger()})
+	defer hub.Close()
+	tp := hub.Topic("ws", 0, nil)
+	w, done := serveGated(t, tp, "stalled", 1)
+	data := make([]byte, 1000)
+	tp.Publish(Event{Seq: 1, Type: "message.delta", Data: data})
+	<-w.entered
+	seq, queued := int64(1), 0
+	for tp.Subscribers() == 1 {
+		seq++
+		e := Event{Seq: seq, Type: "message.delta", Data: data}
+		size := frameLen(e.Type, e.Data)
+		require.LessOrEqual(t, queued, 64<<10, "the queue went over MaxQueueBytes")
+		tp.Publish(e)
+		queued += size
+	}
+	require.Greater(t, queued, 60<<10, "evicted before the queue reached MaxQueueBytes")
+	close(w.gate)
+	require.ErrorIs(t, <-done, ErrEvicted)
+}
+
+func TestWatched(t *testing.T) {
+	h := newHarness(t, Config{}, 0, nil)
+	require.False(t, h.topic.Watched())
+	s := h.open("c", nil, nil)
+	s.opened()
+	require.True(t, h.topic.Watched())
+	s.close()
+	waitSubscribers(t, h.topic, 0)
+	require.False(t, h.topic.Watched())
+	s = h.open("d", nil, nil)
+	s.opened()
+	h.topic.Disconnect()
+	require.False(t, h.topic.Watched())
 }
 
 func TestOversizedEventDoesNotEvictIdleStream(t *testing.T) {
@@ -633,7 +747,7 @@ func TestStress(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				w := newMemWriter()
 				served := make(chan error, 1)
-				go func() { served <- tp.Serve(ctx, w, opts) }()
+				go func() { served <- tp.Serve(ctx, w, &opts) }()
 				for range rand.IntN(20) {
 					runtime.Gosched()
 				}

@@ -53,7 +53,7 @@ func BenchmarkPublish(b *testing.B) {
 	for i := range writers {
 		w := &countWriter{hdr: http.Header{}}
 		writers[i] = w
-		wg.Go(func() { _ = tp.Serve(ctx, w, ServeOptions{ClientID: "bench", WorkspaceID: "bench"}) })
+		wg.Go(func() { _ = tp.Serve(ctx, w, &ServeOptions{ClientID: "bench", WorkspaceID: "bench"}) })
 	}
 	for tp.Subscribers() < subs {
 		time.Sleep(time.Millisecond)

@@ -54,20 +54,40 @@ type ServeOptions struct {
 // With opts.Resume, the kept events in (LastEventID, head_seq] are replayed
 // first (from the ring, else from the Backlog), or stream.reset is sent when
 // that cannot be done.
-func (t *Topic) Serve(ctx context.Context, w http.ResponseWriter, opts ServeOptions) error {
+func (t *Topic) Serve(ctx context.Context, w http.ResponseWriter, opts *ServeOptions) error {
+	// An idle stream parks its goroutine in live for as long as its client
+	// stays, under the caller's frames: the work before and after the wait
+	// is done in functions of their own, so that what stays on the stack is
+	// small. The runtime shrinks a parked goroutine's stack (grown while
+	// the request was routed and the stream set up) only when it uses
+	// less than a quarter of it.
+	sw, err := t.start(ctx, w, opts)
+	if sw == nil {
+		return err
+	}
+	defer t.unregister(sw.s)
+	if err == nil {
+		err = sw.live(ctx)
+	}
+	return t.stop(ctx, sw, opts, err)
+}
+
+// start registers the stream, then sends the response's headers,
+// stream.opened and, on a resume, what the client missed. It returns a nil
+// writer when the topic is closed.
+//
+//go:noinline
+func (t *Topic) start(ctx context.Context, w http.ResponseWriter, opts *ServeOptions) (*streamWriter, error) {
 	s := newSubscriber(opts.SessionID)
 	after := max(opts.LastEventID, 0)
 	reg, err := t.register(s, opts.Resume, after)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer t.unregister(s)
 	if opts.OnSubscribed != nil {
 		opts.OnSubscribed()
 	}
-
-	sw := &streamWriter{w: w, rc: http.NewResponseController(w), h: t.h, last: reg.head, timeout: t.h.cfg.WriteTimeout}
-	defer sw.release()
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), h: t.h, s: s, last: reg.head, timeout: t.h.cfg.WriteTimeout}
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
@@ -81,24 +101,27 @@ func (t *Topic) Serve(ctx context.Context, w http.ResponseWriter, opts ServeOpti
 	})
 	// Flush stream.opened alone: a replay may wait on the database and the
 	// client should see its stream open meanwhile.
-	if err := sw.send(); err != nil {
-		return t.ended(ctx, s, opts, err)
+	if err := sw.send(); err != nil || !opts.Resume {
+		return sw, err
 	}
-	if opts.Resume {
-		err := t.replay(ctx, s, sw, reg, after)
-		if err == nil {
-			err = sw.send()
-		}
-		if err != nil {
-			// Whatever stopped the replay, the queued live events must not
-			// follow it: the client would see a hole it cannot detect.
-			if errors.Is(err, ErrEvicted) {
-				sw.evicted()
-			}
-			return t.ended(ctx, s, opts, err)
-		}
+	err = t.replay(ctx, s, sw, reg, after)
+	if err == nil {
+		err = sw.send()
 	}
-	return t.ended(ctx, s, opts, t.live(ctx, s, sw))
+	// Whatever stopped the replay, the queued live events must not follow
+	// it: the client would see a hole it cannot detect.
+	if errors.Is(err, ErrEvicted) {
+		sw.evicted()
+	}
+	return sw, err
+}
+
+// stop ends the stream: see ended.
+//
+//go:noinline
+func (t *Topic) stop(ctx context.Context, sw *streamWriter, opts *ServeOptions, err error) error {
+	sw.release()
+	return t.ended(ctx, sw.s, opts, err)
 }
 
 // replay writes what a resuming client missed, up to reg.head; the live
@@ -191,57 +214,66 @@ func (t *Topic) replayBacklog(ctx context.Context, s *subscriber, sw *streamWrit
 
 // live writes queued frames until the stream ends. Each wake-up drains the
 // whole queue into one buffered write and one flush.
-func (t *Topic) live(ctx context.Context, s *subscriber, sw *streamWriter) error {
-	var spare []entry
+func (sw *streamWriter) live(ctx context.Context) error {
+	// The end of ctx wakes the writer like an event does, so an idle
+	// stream waits on one channel (a smaller frame than a select's).
+	stop := context.AfterFunc(ctx, sw.s.signal)
+	defer stop()
 	for {
-		select {
-		case <-ctx.Done():
+		<-sw.s.wake
+		if ctx.Err() != nil {
 			return nil
-		case <-s.wake:
 		}
-		// Let a publisher in the middle of a burst queue the rest of it first:
-		// one write for the burst instead of one per event.
-		runtime.Gosched()
-		batch, end := s.take(spare)
-		if end != nil {
-			sw.timeout = min(sw.timeout, finalTimeout)
-		}
-		for _, e := range batch {
-			var err error
-			if e.frame == nil {
-				err = sw.ping()
-			} else {
-				err = sw.frame(e.seq, e.frame)
-			}
-			if err != nil {
-				if end != nil {
-					return end
-				}
-				return err
-			}
-		}
-		clear(batch) // let the frames go as soon as they are written
-		spare = batch[:0]
-		if cap(spare) > maxSpare {
-			spare = nil
-		}
-		err := sw.send()
-		if end != nil {
-			// The reason beats a failed best-effort flush.
-			if errors.Is(end, ErrEvicted) {
-				sw.evicted()
-			}
-			return end
-		}
-		if err != nil {
+		if err := sw.drain(); err != nil {
 			return err
 		}
 	}
 }
 
+// drain writes the frames queued, then ends the stream if it must.
+//
+//go:noinline
+func (sw *streamWriter) drain() error {
+	// Let a publisher in the middle of a burst queue the rest of it first:
+	// one write for the burst instead of one per event.
+	runtime.Gosched()
+	batch, end := sw.s.take(sw.spare)
+	if end != nil {
+		sw.timeout = min(sw.timeout, finalTimeout)
+	}
+	for _, e := range batch {
+		var err error
+		if e.frame == nil {
+			err = sw.ping()
+		} else {
+			err = sw.frame(e.seq, e.frame)
+		}
+		if err != nil {
+			if end != nil {
+				return end
+			}
+			return err
+		}
+	}
+	clear(batch) // let the frames go as soon as they are written
+	sw.spare = batch[:0]
+	if cap(sw.spare) > maxSpare {
+		sw.spare = nil
+	}
+	err := sw.send()
+	if end != nil {
+		// The reason beats a failed best-effort flush.
+		if errors.Is(end, ErrEvicted) {
+			sw.evicted()
+		}
+		return end
+	}
+	return err
+}
+
 // ended turns the writer's outcome into Serve's result and logs what the
 // caller cannot see otherwise.
-func (t *Topic) ended(ctx context.Context, s *subscriber, opts ServeOptions, err error) error {
+func (t *Topic) ended(ctx context.Context, s *subscriber, opts *ServeOptions, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -270,11 +302,15 @@ func (t *Topic) ended(ctx context.Context, s *subscriber, opts ServeOptions, err
 // followed by one flush. It tracks the last seq written so no event is ever
 // written twice, whatever path (ring, backlog, live) it came from.
 type streamWriter struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	h    *Hub
-	buf  *[]byte // nil while idle, so idle streams hold no buffer
-	last int64
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	h   *Hub
+	s   *subscriber
+	buf *[]byte // nil while idle, so idle streams hold no buffer
+	// spare is an emptied earlier batch, so a busy stream reuses two
+	// slices instead of allocating one per batch.
+	spare []entry
+	last  int64
 	// timeout bounds each batch: WriteTimeout, shortened for the last
 	// frames of a stream that is ending.
 	timeout time.Duration

@@ -1,6 +1,10 @@
 package hub
 
-import "sync"
+import (
+	"sync"
+	"time"
+	"unsafe"
+)
 
 // entry is one queued frame. frame is shared with every other stream and the
 // ring and must not be modified. A nil frame is a heartbeat.
@@ -9,11 +13,17 @@ type entry struct {
 	frame []byte
 }
 
+// entryOverhead is what an entry costs in the queue besides its frame.
+const entryOverhead = int(unsafe.Sizeof(entry{}))
+
+// size is what e counts for in its queue's bounds: its frame, which it
+// shares with every other stream and the ring but pins while queued, and
+// the entry itself.
 func (e entry) size() int {
 	if e.frame == nil {
-		return len(pingFrame)
+		return len(pingFrame) + entryOverhead
 	}
-	return len(e.frame)
+	return len(e.frame) + entryOverhead
 }
 
 // subscriber is the state of one stream shared between publishers (which
@@ -25,7 +35,10 @@ type subscriber struct {
 
 	mu     sync.Mutex
 	queue  []entry
-	queued int   // bytes in queue
+	queued int // bytes in queue (see entry.size)
+	// behind is when queued went over Config.QueueBytes; zero while it is
+	// under, and reset whenever the writer takes the queue.
+	behind time.Time
 	end    error // why the stream must end; set once
 }
 
@@ -44,17 +57,36 @@ func (s *subscriber) signal() {
 	}
 }
 
-// enqueue appends e unless the stream is ending. It reports true when e
-// pushed the queue over limit: the stream is then evicted and its queue
-// dropped at once, since those frames will never be written.
-func (s *subscriber) enqueue(e entry, limit int) (evicted bool) {
+// enqueue appends e unless the stream is ending. It reports true when the
+// stream fell too far behind and is evicted: its queue would go over
+// cfg.MaxQueueBytes, or it has been over cfg.QueueBytes for
+// cfg.BurstGrace without its writer taking it. The queue is then dropped at
+// once, since those frames will never be written. A writer that keeps
+// taking its queue is never evicted by a burst under MaxQueueBytes, while a
+// stalled one (blocked in a write to a client that does not read) is, at
+// the first event after the grace. now caches the time across the streams
+// of one publish; it is read only for a stream over QueueBytes.
+func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time) (evicted bool) {
 	n := e.size()
 	s.mu.Lock()
 	if s.end != nil {
 		s.mu.Unlock()
 		return false
 	}
-	if s.queued > 0 && s.queued+n > limit {
+	if q := s.queued + n; s.queued > 0 && q > cfg.QueueBytes {
+		if now.IsZero() {
+			*now = time.Now()
+		}
+		switch {
+		case q > cfg.MaxQueueBytes:
+			evicted = true
+		case s.behind.IsZero():
+			s.behind = *now
+		case now.Sub(s.behind) >= cfg.BurstGrace:
+			evicted = true
+		}
+	}
+	if evicted {
 		s.end = ErrEvicted
 		s.queue = nil
 		s.queued = 0
@@ -78,7 +110,7 @@ func (s *subscriber) ping() {
 		return
 	}
 	s.queue = append(s.queue, entry{})
-	s.queued += len(pingFrame)
+	s.queued += entry{}.size()
 	s.mu.Unlock()
 	s.signal()
 }
@@ -102,6 +134,7 @@ func (s *subscriber) take(spare []entry) ([]entry, error) {
 	batch := s.queue
 	s.queue = spare[:0]
 	s.queued = 0
+	s.behind = time.Time{}
 	return batch, s.end
 }
 

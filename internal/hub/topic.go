@@ -2,6 +2,8 @@ package hub
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Topic is the live event stream of one workspace: its subscribers, the last
@@ -16,6 +18,8 @@ type Topic struct {
 	ring   ring
 	subs   []*subscriber // unordered; each knows its index for O(1) removal
 	closed bool
+	// watched mirrors len(subs) > 0 for Watched, which must not wait on mu.
+	watched atomic.Bool
 }
 
 func newTopic(h *Hub, id string, head int64, backlog Backlog) *Topic {
@@ -60,10 +64,10 @@ func (t *Topic) Publish(e Event) {
 		t.ring.push(ringEntry{seq: e.Seq, session: e.SessionID, frame: frame})
 	}
 	ent := entry{seq: e.Seq, frame: frame}
-	limit := t.h.cfg.QueueBytes
+	var now time.Time // read once, and only if a stream is behind
 	for i := 0; i < len(t.subs); {
 		s := t.subs[i]
-		if s.wants(e.SessionID) && s.enqueue(ent, limit) {
+		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &now) {
 			// Evicted: stop feeding it now rather than when its writer
 			// wakes up; removal moves another subscriber into slot i.
 			t.removeLocked(s)
@@ -81,6 +85,11 @@ func (t *Topic) Head() int64 {
 	defer t.mu.Unlock()
 	return t.head
 }
+
+// Watched reports whether any stream is registered, without waiting for
+// a Publish in progress: a publisher can tell whether an event that is
+// not kept would reach anyone now.
+func (t *Topic) Watched() bool { return t.watched.Load() }
 
 // Subscribers returns the number of streams currently registered.
 func (t *Topic) Subscribers() int {
@@ -142,6 +151,7 @@ func (t *Topic) register(s *subscriber, resume bool, after int64) (registration,
 	}
 	s.idx = len(t.subs)
 	t.subs = append(t.subs, s)
+	t.watched.Store(true)
 	reg := registration{head: t.head}
 	if resume && after <= t.head && t.ring.covers(after) {
 		reg.fromRing = true
@@ -171,6 +181,7 @@ func (t *Topic) removeLocked(s *subscriber) {
 	t.subs[i].idx = i
 	t.subs[last] = nil
 	t.subs = t.subs[:last]
+	t.watched.Store(last > 0)
 	s.idx = -1
 }
 
@@ -180,5 +191,6 @@ func (t *Topic) detachAllLocked() []*subscriber {
 		s.idx = -1
 	}
 	t.subs = nil
+	t.watched.Store(false)
 	return subs
 }

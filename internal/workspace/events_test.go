@@ -59,7 +59,7 @@ func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
 	ws, db := openWorkspace(t, nil)
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = ws.Stream(r.Context(), w, StreamOptions{ClientID: r.URL.Query().Get("c")})
+		_ = ws.Stream(r.Context(), w, &StreamOptions{ClientID: r.URL.Query().Get("c")})
 	}))
 	defer srv.Close()
 	sctx, cancel := context.WithCancel(ctx)

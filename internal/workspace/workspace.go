@@ -286,6 +286,9 @@ func (w *Workspace) close(reason string, endStreams bool) {
 	w.mu.Unlock()
 }
 
+// Watched reports whether any stream of the workspace is open now.
+func (w *Workspace) Watched() bool { return w.topic.Watched() }
+
 // StreamOptions describe one SSE stream.
 type StreamOptions struct {
 	ClientID    string
@@ -297,28 +300,48 @@ type StreamOptions struct {
 // Stream claims the workspace for the stream's lifetime and serves it on rw
 // until ctx ends or the stream is evicted or disconnected. A claim error is
 // returned before anything is written.
-func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts StreamOptions) error {
-	first, err := w.attach(opts.ClientID)
+func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *StreamOptions) error {
+	// An idle stream waits in Serve for as long as its client stays: the
+	// claim and its release are done in functions of their own so that
+	// this frame, under the wait, stays small (see hub.Topic.Serve).
+	so, err := w.claim(opts)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if w.detach(opts.ClientID) {
-			w.announcePresence(proto.EventClientDetached, opts.ClientID)
-		}
-	}()
-	return w.topic.Serve(ctx, rw, hub.ServeOptions{
-		ClientID:    opts.ClientID,
+	defer w.release(so.ClientID)
+	return w.topic.Serve(ctx, rw, so)
+}
+
+// claim attaches a stream of opts.ClientID and returns how to serve it.
+//
+//go:noinline
+func (w *Workspace) claim(opts *StreamOptions) (*hub.ServeOptions, error) {
+	first, err := w.attach(opts.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	clientID := opts.ClientID
+	return &hub.ServeOptions{
+		ClientID:    clientID,
 		WorkspaceID: w.ID,
 		SessionID:   opts.SessionID,
 		LastEventID: opts.LastEventID,
 		Resume:      opts.Resume,
 		OnSubscribed: func() {
 			if first {
-				w.announcePresence(proto.EventClientAttached, opts.ClientID)
+				w.announcePresence(proto.EventClientAttached, clientID)
 			}
 		},
-	})
+	}, nil
+}
+
+// release ends a stream's claim.
+//
+//go:noinline
+func (w *Workspace) release(clientID string) {
+	if w.detach(clientID) {
+		w.announcePresence(proto.EventClientDetached, clientID)
+	}
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tandem-dev/tandem/e2e/benchkit"
 )
 
 type config struct {
@@ -142,7 +144,7 @@ func run(cfg config) {
 			case with.Delivered == int64(cfg.stallSubs*cfg.stallEvents):
 				stalled = "registered"
 			}
-			fmt.Printf("%-7s %14s %14s %19.1f%% (%4d)   %s\n", kind, dur(without.P99), dur(with.P99),
+			fmt.Printf("%-7s %14s %14s %19.1f%% (%4d)   %s\n", kind, benchkit.Dur(without.P99), benchkit.Dur(with.P99),
 				100*float64(with.Delivered)/float64(cfg.stallSubs*cfg.stallEvents), with.MinPerConn, stalled)
 		}
 		fmt.Println()
@@ -194,7 +196,7 @@ func (r loadResult) cpuPer() float64 {
 
 func printLoad(mode string, n int, kind string, r loadResult) {
 	fmt.Printf("%-6s %5d  %-7s %12.0f %13.2f %9s %9s %9.1f%%\n", mode, n, kind, r.rate(), r.cpuPer(),
-		dur(r.P50), dur(r.P99), 100*float64(r.Delivered)/float64(int64(n)*int64(r.expected)))
+		benchkit.Dur(r.P50), benchkit.Dur(r.P99), 100*float64(r.Delivered)/float64(int64(n)*int64(r.expected)))
 }
 
 // load runs one server with n subscribers and publishes events to it.
@@ -300,19 +302,6 @@ func payload(b []byte, seq int64) []byte {
 		`"data":{"kind":"text","text":"the quick brown fox jumps","ts":`...)
 	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
 	return append(b, "}}"...)
-}
-
-func dur(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d == 0:
-		return "-"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.1fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
 // child is a subscriber process.

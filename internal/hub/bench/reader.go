@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tandem-dev/tandem/e2e/benchkit"
 )
 
 // childResult is what a child prints on its RESULT line.
@@ -72,38 +73,12 @@ func fatalf(format string, args ...any) {
 	os.Exit(1)
 }
 
-// subscribe dials the server, sends the GET and reads the response headers.
-// Both servers register the subscriber before they send headers, so after
-// this every published event is on its way to the connection.
-func subscribe(addr, path string) (net.Conn, *bufio.Reader, *http.Response, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nAccept: text/event-stream\r\n\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	br := bufio.NewReaderSize(conn, 8<<10)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		conn.Close()
-		return nil, nil, nil, fmt.Errorf("status %s", resp.Status)
-	}
-	return conn, br, resp, nil
-}
-
 func readMode(o childOpts) (childResult, []net.Conn) {
 	type reader struct {
 		conn net.Conn
 		body *bufio.Reader
 		n    int64
-		hist hist
+		hist benchkit.Hist
 	}
 	readers := make([]*reader, o.conns)
 	conns := make([]net.Conn, 0, o.conns+1)
@@ -114,7 +89,7 @@ func readMode(o childOpts) (childResult, []net.Conn) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			conn, _, resp, err := subscribe(o.addr, o.path)
+			conn, resp, err := benchkit.Subscribe(o.addr, o.path)
 			if err != nil {
 				fatalf("subscribe: %v", err)
 			}
@@ -160,7 +135,7 @@ func readMode(o childOpts) (childResult, []net.Conn) {
 					continue // stream.opened
 				}
 				now := time.Now().UnixNano()
-				r.hist.add(now - parseInt(line[i+len(tsKey):]))
+				r.hist.Add(now - parseInt(line[i+len(tsKey):]))
 				r.n++
 				lastRecv.Store(now)
 			}
@@ -189,16 +164,16 @@ wait:
 		}
 	}
 	res := childResult{Conns: o.conns, LastRecv: lastRecv.Load(), MinPerConn: -1}
-	var all hist
+	var all benchkit.Hist
 	for _, r := range readers {
 		n := r.n
 		res.Delivered += n
 		if res.MinPerConn < 0 || n < res.MinPerConn {
 			res.MinPerConn = n
 		}
-		all.merge(&r.hist)
+		all.Merge(&r.hist)
 	}
-	res.P50, res.P99, res.Max = all.quantile(0.50), all.quantile(0.99), all.max()
+	res.P50, res.P99, res.Max = all.Quantile(0.50), all.Quantile(0.99), all.Max()
 	return res, conns
 }
 
@@ -212,7 +187,7 @@ func churnMode(o childOpts) childResult {
 	for range o.par {
 		wg.Go(func() {
 			for range next {
-				conn, _, _, err := subscribe(o.addr, o.path)
+				conn, _, err := benchkit.Subscribe(o.addr, o.path)
 				if err != nil {
 					errs.Add(1)
 					continue

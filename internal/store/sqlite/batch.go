@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"sync"
 )
 
 // maxBatch bounds how many statements share one transaction, so one commit
@@ -45,8 +46,12 @@ type batcher struct {
 	w     *sql.DB
 	stmts *stmtCache
 	queue chan *unit
-	quit  chan struct{}
-	done  chan struct{}
+	// mu is held for reading while a unit is being queued and for writing
+	// to set closed, so no unit enters the queue once run has drained it.
+	mu     sync.RWMutex
+	closed bool
+	quit   chan struct{}
+	done   chan struct{}
 }
 
 func newBatcher(w *sql.DB) *batcher {
@@ -74,13 +79,16 @@ func (b *batcher) submitWait(ctx context.Context, stmts []stmt) (sql.Result, err
 }
 
 func (b *batcher) submit(ctx context.Context, u *unit) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return errClosed
+	}
 	select {
 	case b.queue <- u:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-b.quit:
-		return errClosed
 	}
 }
 
@@ -192,10 +200,11 @@ func (b *batcher) execIn(tx *sql.Tx, u *unit) (res sql.Result, err error) {
 
 // close commits what is queued and stops the batcher.
 func (b *batcher) close() {
-	select {
-	case <-b.quit:
-	default:
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
 		close(b.quit)
 	}
+	b.mu.Unlock()
 	<-b.done
 }

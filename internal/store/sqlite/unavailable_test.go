@@ -95,3 +95,9 @@ func TestWritesOnAFullDiskAreUnavailableUntilSpaceReturns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, sessions, 2)
 }
+
+// breakDisk is the conformance suite's fault: a full disk until heal.
+func breakDisk(t *testing.T, _ store.Store) (heal func()) {
+	setFileSizeLimit(t, 0)
+	return func() { setFileSizeLimit(t, unix.RLIM_INFINITY) }
+}

@@ -1,0 +1,575 @@
+package natsbus
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/bus"
+)
+
+// natsServer runs a NATS server in this process on a loopback port; port
+// 0 picks a free one. It stops when the test ends.
+func natsServer(t *testing.T, port int) *server.Server {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not start")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+func port(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
+
+func dial(t *testing.T, s *server.Server, name string, tweak ...func(*Config)) *Bus {
+	t.Helper()
+	cfg := Config{URL: s.ClientURL(), Name: name}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	b, err := Dial(cfg)
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	return b
+}
+
+func event(seq int64, kept bool) bus.Event {
+	return bus.Event{Seq: seq, Type: "message.delta", SessionID: "s1", Kept: kept, Data: fmt.Appendf(nil, `{"seq":%d}`, seq)}
+}
+
+// memLog stands for the store: the kept events committed so far.
+type memLog struct {
+	mu     sync.Mutex
+	events map[string]map[int64]bus.Event
+}
+
+func newMemLog() *memLog { return &memLog{events: map[string]map[int64]bus.Event{}} }
+
+func (l *memLog) commit(ws string, e bus.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !e.Kept {
+		return
+	}
+	if l.events[ws] == nil {
+		l.events[ws] = map[int64]bus.Event{}
+	}
+	l.events[ws][e.Seq] = e
+}
+
+func (l *memLog) Events(_ context.Context, ws string, after, upTo int64, limit int) ([]bus.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var seqs []int64
+	for s := range l.events[ws] {
+		if s > after && (upTo <= 0 || s <= upTo) {
+			seqs = append(seqs, s)
+		}
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	if limit > 0 && len(seqs) > limit {
+		seqs = seqs[:limit]
+	}
+	out := make([]bus.Event, len(seqs))
+	for i, s := range seqs {
+		out[i] = l.events[ws][s]
+	}
+	return out, nil
+}
+
+func (l *memLog) Head(_ context.Context, ws string) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var head int64
+	for s := range l.events[ws] {
+		head = max(head, s)
+	}
+	return head, nil
+}
+
+func (l *memLog) kept(ws string, after, upTo int64) []int64 {
+	es, _ := l.Events(context.Background(), ws, after, upTo, 0)
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// collector records events and tells when one reaches a seq.
+type collector struct {
+	mu      sync.Mutex
+	got     []bus.Event
+	changed chan struct{}
+}
+
+func newCollector() *collector { return &collector{changed: make(chan struct{}, 1)} }
+
+func (c *collector) fn(e bus.Event) {
+	c.mu.Lock()
+	c.got = append(c.got, e)
+	c.mu.Unlock()
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (c *collector) events() []bus.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]bus.Event(nil), c.got...)
+}
+
+func (c *collector) waitFor(t *testing.T, seq int64) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		got := c.events()
+		if len(got) > 0 && got[len(got)-1].Seq >= seq {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			var last int64
+			if len(got) > 0 {
+				last = got[len(got)-1].Seq
+			}
+			t.Fatalf("did not reach seq %d: %d events, last %d", seq, len(got), last)
+		}
+	}
+}
+
+// requireFeed checks strictly increasing seqs and every kept event of the
+// log in (after, upTo] present.
+func requireFeed(t *testing.T, got []bus.Event, log *memLog, ws string, after, upTo int64) {
+	t.Helper()
+	seen := map[int64]bool{}
+	prev := after
+	for _, e := range got {
+		require.Greater(t, e.Seq, prev, "out of order or twice")
+		prev = e.Seq
+		seen[e.Seq] = true
+	}
+	for _, s := range log.kept(ws, after, upTo) {
+		require.True(t, seen[s], "kept event %d missing (after %d)", s, after)
+	}
+}
+
+// Events published on one node reach every subscriber on the others,
+// whole and in order, workspace by workspace.
+func TestOrderAcrossNodes(t *testing.T) {
+	s := natsServer(t, 0)
+	a, b, c := dial(t, s, "a"), dial(t, s, "b"), dial(t, s, "c")
+	const (
+		workspaces = 4
+		perWS      = 2000
+	)
+	var cols []*collector
+	var wsOf []string
+	for w := range workspaces {
+		ws := fmt.Sprintf("ws-%d", w)
+		for _, node := range []*Bus{b, c, b} {
+			col := newCollector()
+			cancel, err := node.Subscribe(ws, col.fn, nil)
+			require.NoError(t, err)
+			t.Cleanup(cancel)
+			cols, wsOf = append(cols, col), append(wsOf, ws)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workspaces {
+		p, err := a.Publisher(fmt.Sprintf("ws-%d", w), 0)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		wg.Go(func() {
+			for seq := int64(1); seq <= perWS; seq++ {
+				e := event(seq, seq%3 == 0)
+				e.SessionID = fmt.Sprintf("s-%d", w)
+				p.Publish(e)
+			}
+		})
+	}
+	wg.Wait()
+	for i, col := range cols {
+		col.waitFor(t, perWS)
+		got := col.events()
+		require.Len(t, got, perWS, "subscriber %d of %s", i, wsOf[i])
+		for j, e := range got {
+			require.EqualValues(t, j+1, e.Seq)
+			require.Equal(t, j%3 == 2, e.Kept)
+			require.Equal(t, "message.delta", e.Type)
+			require.Equal(t, "s-"+wsOf[i][3:], e.SessionID)
+			require.Equal(t, fmt.Sprintf(`{"seq":%d}`, j+1), string(e.Data))
+		}
+	}
+}
+
+// A node publishing a workspace answers Head for it; with none, Head says
+// so at once.
+func TestHead(t *testing.T) {
+	s := natsServer(t, 0)
+	a, b := dial(t, s, "a"), dial(t, s, "b")
+	ctx := context.Background()
+	start := time.Now()
+	_, ok, err := b.Head(ctx, "w")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Less(t, time.Since(start), time.Second, "no responders is told at once, not timed out")
+
+	p, err := a.Publisher("w", 41)
+	require.NoError(t, err)
+	_, err = a.Publisher("w", 41)
+	require.ErrorIs(t, err, bus.ErrPublished)
+	for _, node := range []*Bus{a, b} {
+		head, ok, err := node.Head(ctx, "w")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.EqualValues(t, 41, head)
+	}
+	p.Publish(event(42, true))
+	head, _, err := b.Head(ctx, "w")
+	require.NoError(t, err)
+	require.EqualValues(t, 42, head)
+	p.Close()
+	_, ok, err = b.Head(ctx, "w")
+	require.NoError(t, err)
+	require.False(t, ok, "a closed publisher no longer answers")
+
+	// Workspace ids that are not subject tokens stay apart.
+	q, err := a.Publisher("odd.id *>", 7)
+	require.NoError(t, err)
+	defer q.Close()
+	head, ok, err = b.Head(ctx, "odd.id *>")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 7, head)
+	_, ok, err = b.Head(ctx, "odd")
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+// A stream on any node replays from the store and goes live from NATS with
+// no gap and no duplicate, whenever it starts, while the owner commits
+// events out of order and publishes them in order.
+func TestFollowAcrossNodes(t *testing.T) {
+	s := natsServer(t, 0)
+	owner := dial(t, s, "owner")
+	nodes := []*Bus{dial(t, s, "b"), dial(t, s, "c"), owner}
+	log := newMemLog()
+	const last = 3000
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+
+	var (
+		published atomic.Int64
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		feeds     []*bus.Feed
+		cols      []*collector
+		afters    []int64
+	)
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for seq := int64(1); seq <= last; {
+			n := int64(1 + rng.IntN(6))
+			var window []bus.Event
+			for i := int64(0); i < n && seq <= last; i++ {
+				// The last one is kept: a follower that joins after an
+				// ephemeral event went out does not get it.
+				window = append(window, event(seq, rng.IntN(3) != 0 || seq == last))
+				seq++
+			}
+			for _, i := range rng.Perm(len(window)) {
+				log.commit("w", window[i])
+			}
+			for _, e := range window {
+				p.Publish(e)
+				published.Store(e.Seq)
+			}
+		}
+	})
+	for i := range 12 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 9))
+			for published.Load() < int64(rng.IntN(last-200)) {
+				time.Sleep(100 * time.Microsecond) // pacing the start, not a synchronization
+			}
+			after := max(0, published.Load()-int64(rng.IntN(300)))
+			col := newCollector()
+			f := &bus.Follower{Bus: nodes[i%len(nodes)], Log: log}
+			feed, err := f.Follow("w", after, col.fn)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			feeds, cols, afters = append(feeds, feed), append(cols, col), append(afters, after)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Len(t, feeds, 12)
+	for i, col := range cols {
+		col.waitFor(t, last)
+		feeds[i].Close()
+		requireFeed(t, col.events(), log, "w", afters[i], last)
+	}
+}
+
+// Ownership moves: the old owner's last events reached the store but not
+// the bus, the new owner numbers above what was reserved. A stream on a
+// third node gets them all, in order.
+func TestFollowAcrossOwners(t *testing.T) {
+	s := natsServer(t, 0)
+	a, b, c := dial(t, s, "a"), dial(t, s, "b"), dial(t, s, "c")
+	log := newMemLog()
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: c, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+
+	pa, err := a.Publisher("w", 0)
+	require.NoError(t, err)
+	for seq := int64(1); seq <= 100; seq++ {
+		e := event(seq, seq%2 == 0)
+		log.commit("w", e)
+		if seq <= 90 {
+			pa.Publish(e)
+		}
+	}
+	pa.Close() // a dies: 91..100 were committed, never published
+	col.waitFor(t, 90)
+	pb, err := b.Publisher("w", 1024)
+	require.NoError(t, err)
+	defer pb.Close()
+	for seq := int64(1025); seq <= 1100; seq++ {
+		e := event(seq, seq%2 == 0)
+		log.commit("w", e)
+		pb.Publish(e)
+	}
+	col.waitFor(t, 1100)
+	requireFeed(t, col.events(), log, "w", 0, 1100)
+}
+
+// The NATS server goes away and comes back: the owner goes on committing
+// and publishing meanwhile, streams on other nodes miss what was published
+// while they were cut off, and get it from the store once reconnected.
+func TestReconnectCatchesUp(t *testing.T) {
+	s := natsServer(t, 0)
+	p0 := port(s)
+	// The owner keeps nothing to send while disconnected: what it
+	// publishes then is lost for the other node, which must get it from
+	// the store.
+	owner := dial(t, s, "owner", func(c *Config) { c.Options = append(c.Options, nats.ReconnectBufSize(-1)) })
+	other := dial(t, s, "other")
+	log := newMemLog()
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: other, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+	var lost atomic.Int64
+	cancel, err := other.Subscribe("w", func(bus.Event) {}, func() { lost.Add(1) })
+	require.NoError(t, err)
+	defer cancel()
+
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	publish := func(from, to int64) {
+		for seq := from; seq <= to; seq++ {
+			e := event(seq, seq%4 != 0 || seq == 300)
+			log.commit("w", e)
+			p.Publish(e)
+		}
+	}
+	publish(1, 100)
+	col.waitFor(t, 100)
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	publish(101, 300) // committed, and lost on the way
+	s2 := natsServer(t, p0)
+	require.Eventually(t, func() bool { return owner.nc.IsConnected() && other.nc.IsConnected() },
+		15*time.Second, 20*time.Millisecond, "both nodes reconnect")
+	require.Eventually(t, func() bool { return lost.Load() > 0 }, 15*time.Second, 10*time.Millisecond,
+		"a reconnect is reported as a possible loss")
+	// Nothing more is published: the owner's beacon after its reconnect
+	// (or the other node's own reconnect) is what brings 101..300.
+	col.waitFor(t, 300)
+	publish(301, 400)
+	col.waitFor(t, 400)
+	requireFeed(t, col.events(), log, "w", 0, 400)
+	_ = s2
+}
+
+// A subscriber that cannot keep up loses events at NATS's pending limit;
+// it is told, and a stream catches up from the store.
+func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
+	s := natsServer(t, 0)
+	owner := dial(t, s, "owner")
+	slow := dial(t, s, "slow", func(c *Config) { c.PendingMsgs = 8 })
+	log := newMemLog()
+	gate := make(chan struct{})
+	var lost atomic.Int64
+	cancel, err := slow.Subscribe("w", func(bus.Event) { <-gate }, func() { lost.Add(1) })
+	require.NoError(t, err)
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: slow, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	for seq := int64(1); seq <= 500; seq++ {
+		e := event(seq, seq%3 != 0 || seq == 500)
+		log.commit("w", e)
+		p.Publish(e)
+	}
+	require.Eventually(t, func() bool { return lost.Load() > 0 }, 15*time.Second, 10*time.Millisecond,
+		"the slow subscriber is told it lost events")
+	close(gate)
+	cancel()
+	col.waitFor(t, 500)
+	requireFeed(t, col.events(), log, "w", 0, 500)
+}
+
+// Garbage on a workspace's subject is dropped; the stream goes on.
+func TestMalformedMessagesAreDropped(t *testing.T) {
+	s := natsServer(t, 0)
+	node := dial(t, s, "node")
+	col := newCollector()
+	cancel, err := node.Subscribe("w", col.fn, nil)
+	require.NoError(t, err)
+	defer cancel()
+	raw, err := nats.Connect(s.ClientURL())
+	require.NoError(t, err)
+	defer raw.Close()
+	subj := node.subject("w", "ev")
+	for _, junk := range [][]byte{nil, {0x01}, {0x01, 0x00, 0x80}, {0x07, 1, 2}, {0x01, 0, 1, 200, 'x'}} {
+		require.NoError(t, raw.Publish(subj, junk))
+	}
+	require.NoError(t, raw.Publish(subj, appendEvent(nil, event(1, true))))
+	col.waitFor(t, 1)
+	require.Len(t, col.events(), 1)
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	for _, e := range []bus.Event{
+		event(1, true),
+		{Seq: 1 << 40, Type: "", SessionID: "", Kept: false, Data: nil},
+		{Seq: 7, Type: "session.log", SessionID: "0198-uuid", Kept: true, Data: []byte("{}")},
+	} {
+		f, err := decode(appendEvent(nil, e))
+		require.NoError(t, err)
+		require.False(t, f.beacon)
+		if len(e.Data) == 0 {
+			require.Empty(t, f.event.Data)
+			f.event.Data = e.Data
+		}
+		require.Equal(t, e, f.event)
+	}
+	f, err := decode(appendBeacon(nil, 99))
+	require.NoError(t, err)
+	require.True(t, f.beacon)
+	require.EqualValues(t, 99, f.event.Seq)
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(appendEvent(nil, event(1, true)))
+	f.Add(appendBeacon(nil, 12))
+	f.Add([]byte{0x01, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := decode(b)
+		if err != nil {
+			return
+		}
+		if fr.event.Seq <= 0 && !fr.beacon {
+			t.Fatalf("decoded a non-positive seq %d", fr.event.Seq)
+		}
+		if !fr.beacon {
+			// What decodes encodes back to the same bytes.
+			again := appendEvent(nil, fr.event)
+			f2, err := decode(again)
+			if err != nil || f2.event.Seq != fr.event.Seq || f2.event.Type != fr.event.Type ||
+				f2.event.SessionID != fr.event.SessionID || string(f2.event.Data) != string(fr.event.Data) {
+				t.Fatalf("round trip changed %q", b)
+			}
+		}
+	})
+}
+
+// BenchmarkDelivery measures events from a publisher on one node to a
+// subscriber on another, through a NATS server in this process.
+func BenchmarkDelivery(b *testing.B) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Start()
+	defer s.Shutdown()
+	if !s.ReadyForConnections(10 * time.Second) {
+		b.Fatal("nats server did not start")
+	}
+	pubNode, err := Dial(Config{URL: s.ClientURL(), Name: "a"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pubNode.Close()
+	subNode, err := Dial(Config{URL: s.ClientURL(), Name: "b"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer subNode.Close()
+	var got atomic.Int64
+	done := make(chan struct{}, 1)
+	var want atomic.Int64
+	cancel, err := subNode.Subscribe("w", func(e bus.Event) {
+		if got.Add(1) == want.Load() {
+			done <- struct{}{}
+		}
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cancel()
+	p, err := pubNode.Publisher("w", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	data := make([]byte, 200)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	want.Store(int64(b.N))
+	for i := range b.N {
+		p.Publish(bus.Event{Seq: int64(i + 1), Type: "message.delta", SessionID: "s", Data: data})
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		b.Fatalf("delivered %d of %d", got.Load(), b.N)
+	}
+}

@@ -1,0 +1,336 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tandem-dev/tandem/internal/store"
+)
+
+// maxBatch bounds how many units share one transaction, so one commit
+// never holds its locks for long.
+const maxBatch = 256
+
+// maxConflictRetries is how many times a batch that lost to a concurrent
+// transaction (serialization failure, deadlock) is sent again before its
+// writes fail as unavailable.
+const maxConflictRetries = 3
+
+// errClosed is returned for writes submitted after Close.
+var errClosed = errors.New("store is closed")
+
+// errWriteTimeout marks a write that got no answer within the write timeout.
+var errWriteTimeout = fmt.Errorf("%w: no answer from the database in time", store.ErrUnavailable)
+
+// stmt is one statement of a unit. With dest set, the statement returns
+// one row that is scanned into dest; none found counts as no row affected.
+type stmt struct {
+	sql  string
+	args []any
+	dest []any
+}
+
+// result is a unit's outcome: the tag of its last statement (one row
+// affected when a row was scanned), or why it failed.
+type result struct {
+	tag pgconn.CommandTag
+	err error
+}
+
+// unit is one write waiting for the group commit: its statements run in
+// order, in the same transaction, and succeed or fail together. fence,
+// when set, is checked first in that transaction.
+type unit struct {
+	ctx   context.Context
+	fence *Lease
+	stmts []stmt
+	done  chan result
+}
+
+// batcher commits the small writes in groups: whatever is queued when it
+// gets to it goes out as one pipelined batch, which PostgreSQL runs as one
+// implicit transaction. Under load N commits become one, and a prompt's
+// 202 does not queue behind a commit per write in flight.
+type batcher struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+	queue   chan *unit
+	// mu is held for reading while a unit is being queued and for writing
+	// to set closed, so no unit enters the queue once run has drained it.
+	mu     sync.RWMutex
+	closed bool
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func newBatcher(pool *pgxpool.Pool, timeout time.Duration) *batcher {
+	b := &batcher{
+		pool: pool, timeout: timeout,
+		queue: make(chan *unit, maxBatch),
+		quit:  make(chan struct{}), done: make(chan struct{}),
+	}
+	go b.run()
+	return b
+}
+
+// submitWait queues the statements as one unit and waits for its commit.
+func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (pgconn.CommandTag, error) {
+	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1)}
+	if err := b.submit(ctx, u); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	// Once queued the unit is the batcher's: waiting for its outcome, even
+	// past ctx, keeps the caller from reporting a failure for a write that
+	// then commits.
+	r := <-u.done
+	return r.tag, r.err
+}
+
+func (b *batcher) submit(ctx context.Context, u *unit) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case b.queue <- u:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	for {
+		var first *unit
+		select {
+		case first = <-b.queue:
+		case <-b.quit:
+			// Writes queued before Close still commit.
+			for {
+				select {
+				case u := <-b.queue:
+					b.commit([]*unit{u})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*unit{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case u := <-b.queue:
+				batch = append(batch, u)
+			default:
+				break fill
+			}
+		}
+		b.commit(batch)
+	}
+}
+
+// commit sends the batch as one transaction. A unit whose statement fails
+// on its own account (a duplicate seq, a lost lease) gets that error and
+// the others are sent again without it; a failure of the database fails
+// every unit of the batch, none of which committed.
+func (b *batcher) commit(batch []*unit) {
+	live := make([]*unit, 0, len(batch))
+	for _, u := range batch {
+		if err := u.ctx.Err(); err != nil {
+			u.done <- result{err: err}
+			continue
+		}
+		live = append(live, u)
+	}
+	conflicts := 0
+	for len(live) > 0 {
+		tags, failed, err := b.send(live)
+		switch {
+		case err == nil:
+			for i, u := range live {
+				u.done <- result{tag: tags[i]}
+			}
+			return
+		case failed >= 0 && !unavailable(err):
+			live[failed].done <- result{err: err}
+			live = append(live[:failed:failed], live[failed+1:]...)
+		case conflict(err) && conflicts < maxConflictRetries:
+			conflicts++
+		default:
+			err = classify(err)
+			for _, u := range live {
+				u.done <- result{err: err}
+			}
+			return
+		}
+	}
+}
+
+// conflict reports whether err is a transaction losing to a concurrent
+// one, which is worth sending again as it was.
+func conflict(err error) bool {
+	switch sqlState(err) {
+	case "40001", "40P01":
+		return true
+	}
+	return false
+}
+
+// send runs the units' statements as one pipelined batch (one implicit
+// transaction) and returns each unit's last tag, or the error and the
+// index of the unit whose statement failed first (-1 when the failure is
+// not a statement's, like a lost connection).
+func (b *batcher) send(units []*unit) (tags []pgconn.CommandTag, failed int, err error) {
+	var batch pgx.Batch
+	owner := make([]int, 0, len(units)*2)
+	for i, u := range units {
+		if u.fence != nil {
+			batch.Queue(fenceSQL, u.fence.WorkspaceID, u.fence.Epoch, u.fence.Owner)
+			owner = append(owner, i)
+		}
+		for _, s := range u.stmts {
+			batch.Queue(s.sql, s.args...)
+			owner = append(owner, i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	tags = make([]pgconn.CommandTag, len(units))
+	failed = -1
+	err = runBatch(ctx, b.pool, &batch, func(i int, tag pgconn.CommandTag) { tags[owner[i]] = tag }, units, owner)
+	if err != nil {
+		var se *stmtError
+		if errors.As(err, &se) {
+			failed = owner[se.index]
+			err = se.err
+		}
+		if ctx.Err() != nil {
+			return nil, -1, fmt.Errorf("%w: %w", errWriteTimeout, err)
+		}
+		return nil, failed, err
+	}
+	return tags, -1, nil
+}
+
+// stmtError is the failure of statement index of a batch.
+type stmtError struct {
+	index int
+	err   error
+}
+
+func (e *stmtError) Error() string { return e.err.Error() }
+func (e *stmtError) Unwrap() error { return e.err }
+
+// runBatch sends batch on a pooled connection and reads every result,
+// calling got with each statement's tag. Statements with a dest (found
+// through units and owner) are read as rows.
+func runBatch(ctx context.Context, pool *pgxpool.Pool, batch *pgx.Batch, got func(int, pgconn.CommandTag), units []*unit, owner []int) error {
+	dests := make([][]any, len(batch.QueuedQueries))
+	k := 0
+	for _, u := range units {
+		if u.fence != nil {
+			k++
+		}
+		for _, s := range u.stmts {
+			dests[k] = s.dest
+			k++
+		}
+	}
+	br := pool.SendBatch(ctx, batch)
+	var first error
+	for i := range batch.QueuedQueries {
+		var (
+			tag pgconn.CommandTag
+			err error
+		)
+		if dests[i] != nil {
+			err = br.QueryRow().Scan(dests[i]...)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				tag, err = pgconn.NewCommandTag("SELECT 0"), nil
+			case err == nil:
+				tag = pgconn.NewCommandTag("SELECT 1")
+			}
+		} else {
+			tag, err = br.Exec()
+		}
+		if err != nil {
+			// Later statements were skipped by the server; their errors
+			// only repeat this one.
+			first = &stmtError{index: i, err: err}
+			break
+		}
+		got(i, tag)
+	}
+	cerr := br.Close()
+	if first != nil {
+		return first
+	}
+	return cerr
+}
+
+// direct runs stmts as one transaction of their own, outside the group
+// commit, for writes that read back what they wrote. Like the group
+// commit's, once under way the write goes on whatever becomes of ctx.
+func (db *DB) direct(ctx context.Context, fence *Lease, stmts ...stmt) ([]pgconn.CommandTag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if db.batch.isClosed() {
+		return nil, errClosed
+	}
+	u := &unit{ctx: ctx, fence: fence, stmts: stmts}
+	var batch pgx.Batch
+	var owner []int
+	if fence != nil {
+		batch.Queue(fenceSQL, fence.WorkspaceID, fence.Epoch, fence.Owner)
+		owner = append(owner, 0)
+	}
+	for _, s := range stmts {
+		batch.Queue(s.sql, s.args...)
+		owner = append(owner, 0)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.writeTimeout)
+	defer cancel()
+	tags := make([]pgconn.CommandTag, len(batch.QueuedQueries))
+	err := runBatch(wctx, db.pool, &batch, func(i int, t pgconn.CommandTag) { tags[i] = t }, []*unit{u}, owner)
+	if err != nil {
+		if wctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", errWriteTimeout, err)
+		}
+		return nil, classify(err)
+	}
+	if fence != nil {
+		tags = tags[1:]
+	}
+	return tags, nil
+}
+
+func (b *batcher) isClosed() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.closed
+}
+
+// close commits what is queued and stops the batcher.
+func (b *batcher) close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.quit)
+	}
+	b.mu.Unlock()
+	<-b.done
+}
