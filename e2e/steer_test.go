@@ -39,8 +39,14 @@ func completions(t *testing.T, frames []frame) map[string]int {
 // with one run.completed. Steered while the model gives its last answer,
 // the run goes on to answer it. With no active run, a steer is a prompt.
 func TestSteerJoinsTheActiveRun(t *testing.T) {
+	for _, flavor := range []string{"openai", "anthropic"} {
+		t.Run(flavor, func(t *testing.T) { testSteerJoinsTheActiveRun(t, flavor) })
+	}
+}
+
+func testSteerJoinsTheActiveRun(t *testing.T, flavor string) {
 	holds := map[int]chan struct{}{0: make(chan struct{}), 1: make(chan struct{})}
-	fake := newFakeModel(t, "openai", func(n int, req map[string]any) step {
+	fake := newFakeModel(t, flavor, func(n int, req map[string]any) step {
 		switch n {
 		case 0:
 			return step{text: []string{"looking"}, toolCalls: []scriptedCall{{ID: "call_1", Name: "ls", Args: `{}`}}, hold: holds[0]}
@@ -52,9 +58,8 @@ func TestSteerJoinsTheActiveRun(t *testing.T) {
 	e := startEnv(t)
 	ws := e.createWorkspace()
 	s := e.openStream(ws.ID, newClientID(), "")
-	sess := e.openAISession(ws.ID, fake, nil)
+	sess := e.fakeSession(ws.ID, fake)
 	steerer := newClientID()
-
 	acc := e.prompt(ws.ID, sess.ID, "start")
 	fake.awaitRequest(t) // the first step is with the model
 	st := e.steer(ws.ID, sess.ID, "also check the tests", steerer)
@@ -84,12 +89,17 @@ func TestSteerJoinsTheActiveRun(t *testing.T) {
 
 	reqs := fake.Requests()
 	require.Len(t, reqs, 3, "the tool step, the step after it, one more for the last steer")
-	_, sent := turns(t, "openai", reqs[1])
+	_, sent := turns(t, flavor, reqs[1])
 	require.GreaterOrEqual(t, len(sent), 3)
-	assert.Equal(t, "tool", sent[len(sent)-2].Role, "the tool's result first")
-	assert.Contains(t, sent[len(sent)-2].Text, "<result call_1>")
-	assert.Equal(t, turn{"user", "also check the tests"}, sent[len(sent)-1], "then the steered prompt")
-	_, sent = turns(t, "openai", reqs[2])
+	if flavor == "anthropic" {
+		// One user turn: the tool's result first, then the steered prompt.
+		assert.Equal(t, turn{"user", "<result call_1>also check the tests"}, sent[len(sent)-1])
+	} else {
+		assert.Equal(t, "tool", sent[len(sent)-2].Role, "the tool's result first")
+		assert.Contains(t, sent[len(sent)-2].Text, "<result call_1>")
+		assert.Equal(t, turn{"user", "also check the tests"}, sent[len(sent)-1], "then the steered prompt")
+	}
+	_, sent = turns(t, flavor, reqs[2])
 	assert.Equal(t, turn{"assistant", "all done"}, sent[len(sent)-2])
 	assert.Equal(t, turn{"user", "and the docs"}, sent[len(sent)-1], "steered during the last answer: answered too")
 
