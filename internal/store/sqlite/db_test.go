@@ -311,4 +311,3 @@ func TestTwoHandlesSameFile(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 200, maxSeq)
 }
-
