@@ -707,15 +707,22 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.C
 	ar.PermissionMode = settings.PermissionMode
 	ar.Catalog = cfg.Catalog()
 	ar.Compaction = settings.CompactionOrDefault()
+	// The project's instructions are read once as the run starts (and
+	// again when a change of the session's settings reconfigures it).
+	instructions, err := prompt.ReadInstructions(ar.Workspace.Path)
+	if err != nil {
+		c.log.Warn("project instructions left out", "workspace_id", ar.Workspace.ID, "session_id", sess.ID, "err", err)
+	}
 	ar.System = func(tools []string) string {
 		env := prompt.Env{
-			WorkspacePath: ar.Workspace.Path,
-			OS:            runtime.GOOS,
-			Date:          time.Now(),
-			Tools:         tools,
+			WorkspacePath:       ar.Workspace.Path,
+			OS:                  runtime.GOOS,
+			Date:                time.Now(),
+			Tools:               tools,
+			ProjectInstructions: instructions,
 		}
 		// The settings decide the rest of the prompt; their JSON stands for them.
-		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly)}, tools...)
+		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly), instructions.File, instructions.Text}, tools...)
 		return c.prompts.get(key, func() string { return prompt.Build(settings.SystemMessage, env) })
 	}
 	p, name, err := c.provider(sess, settings, cfg)
