@@ -105,8 +105,7 @@ func TestLongSessionCompactsAutomatically(t *testing.T) {
 	for _, flavor := range []string{"openai", "anthropic"} {
 		t.Run(flavor, func(t *testing.T) {
 			var summaries atomic.Int32
-			var fake *fakeModel
-			fake = newFakeModel(t, flavor, func(n int, req map[string]any) step {
+			fake := newFakeModel(t, flavor, func(n int, req map[string]any) step {
 				raw, _ := json.Marshal(req)
 				if strings.Contains(string(raw), "You summarize a conversation") {
 					text := fmt.Sprintf("SUMMARY %d: the users asked about parts; all answered.", summaries.Add(1))
@@ -119,9 +118,6 @@ func TestLongSessionCompactsAutomatically(t *testing.T) {
 			ws := e.createWorkspace()
 			s := e.openStream(ws.ID, newClientID(), "")
 			sess := e.fakeSession(ws.ID, fake)
-			if flavor == "openai" {
-				sess = e.openAISession(ws.ID, fake, nil)
-			}
 			var compacted string
 			var frames []frame
 			for i := 0; i < 20 && compacted == ""; i++ {
