@@ -62,7 +62,9 @@ func testSteerJoinsTheActiveRun(t *testing.T, flavor string) {
 	steerer := newClientID()
 	acc := e.prompt(ws.ID, sess.ID, "start")
 	fake.awaitRequest(t) // the first step is with the model
+	before := e.scSession(ws.ID, sess.ID).UpdatedAt
 	st := e.steer(ws.ID, sess.ID, "also check the tests", steerer)
+	assert.True(t, e.scSession(ws.ID, sess.ID).UpdatedAt.After(before.Time), "a steer is activity: the session moves up the list")
 	assert.Equal(t, proto.PromptAccepted{RunID: acc.RunID, SessionID: sess.ID, State: proto.RunSteered, Position: 0}, st)
 	close(holds[0])
 	fake.awaitRequest(t) // the next step: held while the model gives its last answer

@@ -330,7 +330,8 @@ func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessio
 	st := agent.Steer{MessageID: uuid.Must(uuid.NewV7()).String(), Prompt: r.prompt, ClientID: r.clientID, Attachments: r.attachments}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: active.id,
-		Data: proto.RunAccepted{RunID: active.id, State: proto.RunSteered, ClientID: r.clientID, Prompt: r.prompt, MessageID: st.MessageID},
+		Data:  proto.RunAccepted{RunID: active.id, State: proto.RunSteered, ClientID: r.clientID, Prompt: r.prompt, MessageID: st.MessageID},
+		Touch: time.Now(), // a steer is activity in the session, as a prompt is
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept steered prompt: %w", err)
 	}
