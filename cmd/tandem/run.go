@@ -61,7 +61,8 @@ cost, when the model's prices are known) goes to stderr.
 
 With --steer the prompt joins the session's running run instead of waiting
 for it: the model reads it at its next step, and tandem run follows that
-run to its end. With no run going on, it runs as usual.
+run to its end (Ctrl-C cancels that run, whoever started it). With no run
+going on, it runs as usual.
 
 flags:
 `)
