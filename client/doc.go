@@ -32,6 +32,13 @@
 // attaches late; Resume attaches a client to an existing session and says
 // what waits on it.
 //
+// Steer sends a prompt into a session's running run (the model reads it at
+// its next step; the run ends with one run.completed, which WaitRun on the
+// returned run id follows); Compact summarizes a session's conversation in a
+// run of its own; UpdateSession changes its settings. run.completed, each
+// assistant message and the session carry the proto.Usage their model
+// requests reported, with the cost when the model's prices are known.
+//
 // The request and answer bodies are package proto's types. Wherever the
 // contract takes a client_id and the caller leaves it empty, the SDK sends
 // the client's own (ClientID).

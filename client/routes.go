@@ -85,6 +85,26 @@ func (c *Client) GetSession(ctx context.Context, workspaceID, sessionID string) 
 	return out, err
 }
 
+// UpdateSession changes a session's settings (title, compaction,
+// permission mode, tool lists) and returns it; a nil field keeps its value.
+// Every client sees session.updated.
+func (c *Client) UpdateSession(ctx context.Context, workspaceID, sessionID string, req proto.UpdateSessionRequest) (proto.Session, error) {
+	var out proto.Session
+	_, err := c.do(ctx, call{method: http.MethodPatch, path: path("workspaces", workspaceID, "sessions", sessionID), in: req, out: &out, auth: true})
+	return out, err
+}
+
+// Compact queues a compaction of the session's conversation, a run of its
+// own (no user message): the model summarizes the conversation, and later
+// requests carry the summary in place of what it covers. Follow it like a
+// prompt's run; it ends end_turn, or error with code compaction_failed and
+// the history unchanged.
+func (c *Client) Compact(ctx context.Context, workspaceID, sessionID string) (proto.PromptAccepted, error) {
+	var out proto.PromptAccepted
+	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "sessions", sessionID, "compact"), in: struct{}{}, out: &out, auth: true})
+	return out, err
+}
+
 // DeleteSession deletes a session, canceling its runs and its pending
 // requests; every later call about it answers session_not_found.
 func (c *Client) DeleteSession(ctx context.Context, workspaceID, sessionID string) error {
@@ -170,6 +190,16 @@ func (c *Client) Prompt(ctx context.Context, workspaceID string, req proto.Promp
 	var out proto.PromptAccepted
 	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "agent"), in: req, out: &out, auth: true})
 	return out, err
+}
+
+// Steer sends a prompt into the session's active run (delivery steer): the
+// model reads it at the run's next step, and the answer carries the run's
+// id with state proto.RunSteered; the run ends with one run.completed, as
+// it would have. With no active run the prompt runs on its own, as Prompt
+// would run it. An empty req.ClientID is filled with the client's own.
+func (c *Client) Steer(ctx context.Context, workspaceID string, req proto.PromptRequest) (proto.PromptAccepted, error) {
+	req.Delivery = proto.DeliverySteer
+	return c.Prompt(ctx, workspaceID, req)
 }
 
 // Cancel cancels a session's active run and every run queued before the

@@ -130,7 +130,13 @@ func TestSessionRoutes(t *testing.T) {
 	assert.Equal(t, proto.EventSessionStarted, hist.Events[0].Type)
 	var started proto.SessionStarted
 	require.NoError(t, json.Unmarshal(hist.Events[0].Data, &started))
-	assert.Equal(t, proto.SessionStarted{SessionID: s1.ID, Model: "echo", ReasoningEffort: "high", Context: proto.SessionContext{Cwd: ws.Path}}, started)
+	// The context as the new session's: its cwd, its system prompt's
+	// estimated size, echo's window.
+	assert.Equal(t, proto.SessionStarted{SessionID: s1.ID, Model: "echo", ReasoningEffort: "high", Context: s1.Context}, started)
+	assert.Equal(t, ws.Path, started.Context.Cwd)
+	assert.Positive(t, started.Context.Tokens)
+	require.NotNil(t, started.Context.Window)
+	assert.EqualValues(t, 128_000, *started.Context.Window)
 
 	var msgs proto.MessageList
 	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/messages", ws.ID, s1.ID), nil, &msgs)

@@ -81,7 +81,8 @@ func (s *stream) awaitCompleted(runID string) (proto.RunCompleted, error) {
 // at every stage, its last step included (the issue saw 28 of 500 runs
 // listed, 19 of them ending end_turn). Every run the cancel lists in
 // canceled_runs ends canceled (run.completed and finish part); the others
-// may end either way, but each run ends exactly once.
+// may end either way, but each run ends exactly once. Steers join some of
+// the runs, or run on their own when they come too late: the same holds.
 func TestEveryListedRunEndsCanceled(t *testing.T) {
 	e := startEnv(t)
 	ws := e.createWorkspace()
@@ -117,19 +118,34 @@ func TestEveryListedRunEndsCanceled(t *testing.T) {
 					return
 				}
 				time.Sleep(time.Duration(rng.IntN(max(1, 10_001>>rng.IntN(4)))) * time.Microsecond)
+				// Now and then a steer, which joins the run or, when it
+				// has ended (or is ending), runs on its own.
+				ids := []string{acc.RunID}
+				if rng.IntN(3) == 0 {
+					var st proto.PromptAccepted
+					if code, err := e.post(client, "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sids[i], Prompt: "/slow 1 1", Delivery: proto.DeliverySteer}, &st); err != nil || code != http.StatusAccepted {
+						errs <- fmt.Errorf("steer: %d %v", code, err)
+						return
+					}
+					if st.RunID != acc.RunID {
+						ids = append(ids, st.RunID)
+					}
+				}
 				var cr proto.CancelResponse
 				if st, err := e.post(client, fmt.Sprintf("/v1/workspaces/%s/agent/sessions/%s/cancel", ws.ID, sids[i]), nil, &cr); err != nil || st != http.StatusOK {
 					errs <- fmt.Errorf("cancel: %d %v", st, err)
 					return
 				}
-				rc, err := streams[i].awaitCompleted(acc.RunID)
-				if err != nil {
-					errs <- err
-					return
+				for _, id := range ids {
+					rc, err := streams[i].awaitCompleted(id)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					runs[id] = outcome{sid: sids[i], listed: slices.Contains(cr.CanceledRuns, id), outcome: rc.Outcome}
+					mu.Unlock()
 				}
-				mu.Lock()
-				runs[acc.RunID] = outcome{sid: sids[i], listed: slices.Contains(cr.CanceledRuns, acc.RunID), outcome: rc.Outcome}
-				mu.Unlock()
 			}
 		})
 	}

@@ -43,6 +43,8 @@ type posters struct {
 	errs     []error
 }
 
+// A prompt "@compact" posts a compaction instead (POST .../compact), and
+// "@steer TEXT" steers TEXT (delivery steer).
 func (e *env) startPosters(wsID, sid string, n int, prompts ...string) *posters {
 	p := &posters{stop: make(chan struct{})}
 	// A test that fails early still stops its posters before the server.
@@ -62,8 +64,17 @@ func (e *env) startPosters(wsID, sid string, n int, prompts ...string) *posters 
 				if len(prompts) > 0 {
 					text = prompts[rng.IntN(len(prompts))]
 				}
-				body, _ := json.Marshal(proto.PromptRequest{SessionID: sid, Prompt: text})
-				req, _ := http.NewRequest("POST", url, strings.NewReader(string(body)))
+				pr := proto.PromptRequest{SessionID: sid, Prompt: text}
+				target := url
+				if rest, ok := strings.CutPrefix(text, "@steer "); ok {
+					pr.Prompt, pr.Delivery = rest, proto.DeliverySteer
+				}
+				body, _ := json.Marshal(pr)
+				if text == "@compact" {
+					target = fmt.Sprintf("%s/v1/workspaces/%s/sessions/%s/compact", e.ts.URL, wsID, sid)
+					body = []byte("{}")
+				}
+				req, _ := http.NewRequest("POST", target, strings.NewReader(string(body)))
 				req.Header.Set("Authorization", "Bearer "+testToken)
 				req.Header.Set("Content-Type", "application/json")
 				r := posted{poster: i, sent: time.Now()}
@@ -239,8 +250,10 @@ func TestDeleteOfASessionUnderPromptingClients(t *testing.T) {
 	e.must(http.StatusNotFound, "GET", "/v1/workspaces/"+ws.ID+"/sessions/"+sess.ID, nil, nil)
 }
 
-// Deletes, prompts, cancels and the re-creation of a deleted session's id,
-// interleaved at random, never let two runs of one session execute at once.
+// Deletes, prompts, steers, compactions, cancels and the re-creation of a
+// deleted session's id, interleaved at random, never let two runs of one
+// session execute at once, and every 202 (a steer's: of the run it
+// joined) gets its run.completed.
 // Repeat it with -count to press harder.
 func TestDeleteCancelPromptStress(t *testing.T) {
 	e := startEnv(t)
@@ -249,7 +262,7 @@ func TestDeleteCancelPromptStress(t *testing.T) {
 	sid := e.createSession(ws.ID, nil).ID
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	for round := range 6 {
-		p := e.startPosters(ws.ID, sid, 3, "hi", "/slow 3 2", "/slow 20 1")
+		p := e.startPosters(ws.ID, sid, 3, "hi", "/slow 3 2", "/slow 20 1", "@steer /slow 2 1", "@steer hello", "@compact")
 		cancels := make(chan struct{})
 		var cwg sync.WaitGroup
 		crng := rand.New(rand.NewPCG(rng.Uint64(), 17))

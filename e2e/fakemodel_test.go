@@ -23,6 +23,10 @@ type step struct {
 	// hold, when set, pauses the stream after the first chunk until it is
 	// closed or the client goes away.
 	hold chan struct{}
+	// delay, when set, pauses the stream after the first chunk for that
+	// long (or until the client goes away): a model's latency, for tests
+	// that need runs to last.
+	delay time.Duration
 	// cut ends the stream after the first content chunk, without finishing it.
 	cut bool
 	// header is set on the answer (Retry-After on a 429, for instance).
@@ -91,6 +95,19 @@ func newFakeModel(t *testing.T, flavor string, script func(n int, req map[string
 	return f
 }
 
+// awaitRequest waits for the next request to arrive, failing the test
+// after the deadline.
+func (f *fakeModel) awaitRequest(t *testing.T) int {
+	t.Helper()
+	select {
+	case n := <-f.started:
+		return n
+	case <-time.After(wait):
+		t.Fatalf("no model request within %v", wait)
+	}
+	return 0
+}
+
 // Connections returns how many TCP connections the server has accepted.
 func (f *fakeModel) Connections() int64 { return f.conns.Load() }
 
@@ -156,6 +173,15 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 		if i == 1 && s.cut {
 			return
+		}
+		if i == 0 && s.delay > 0 {
+			t := time.NewTimer(s.delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
 		}
 		if i == 0 {
 			if s.hold != nil {

@@ -310,33 +310,35 @@ func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) err
 // eventData is the contract's table of event types, by the name of their data
 // schema in components/schemas.
 var eventData = map[string]string{
-	proto.EventSessionCreated:      "Session",
-	proto.EventSessionUpdated:      "Session",
-	proto.EventSessionDeleted:      "SessionDeleted",
-	proto.EventSessionStarted:      "SessionStarted",
-	proto.EventSessionResumed:      "SessionResumed",
-	proto.EventSessionModelChanged: "SessionModelChanged",
-	proto.EventSessionLog:          "SessionLog",
-	proto.EventSessionIdle:         "Empty",
-	proto.EventRunAccepted:         "RunAccepted",
-	proto.EventRunStarted:          "RunStarted",
-	proto.EventRunCompleted:        "RunCompleted",
-	proto.EventMessageCreated:      "Message",
-	proto.EventMessageUpdated:      "Message",
-	proto.EventMessageDelta:        "MessageDelta",
-	proto.EventToolStarted:         "ToolStarted",
-	proto.EventToolFinished:        "ToolFinished",
-	proto.EventPermissionRequested: "PermissionRequest",
-	proto.EventPermissionResolved:  "PermissionResolved",
-	proto.EventToolRequested:       "ToolCallRequest",
-	proto.EventToolResolved:        "ToolResolved",
-	proto.EventClientAttached:      "ClientPresence",
-	proto.EventClientDetached:      "ClientPresence",
-	proto.EventWorkspaceClosing:    "WorkspaceClosing",
-	proto.EventMCPServerStatus:     "McpServerStatus",
-	proto.EventStreamOpened:        "StreamOpened",
-	proto.EventStreamReset:         "StreamReset",
-	proto.EventStreamEvicted:       "StreamEvicted",
+	proto.EventSessionCreated:             "Session",
+	proto.EventSessionUpdated:             "Session",
+	proto.EventSessionDeleted:             "SessionDeleted",
+	proto.EventSessionStarted:             "SessionStarted",
+	proto.EventSessionResumed:             "SessionResumed",
+	proto.EventSessionModelChanged:        "SessionModelChanged",
+	proto.EventSessionLog:                 "SessionLog",
+	proto.EventSessionIdle:                "Empty",
+	proto.EventRunAccepted:                "RunAccepted",
+	proto.EventRunStarted:                 "RunStarted",
+	proto.EventRunCompleted:               "RunCompleted",
+	proto.EventMessageCreated:             "Message",
+	proto.EventMessageUpdated:             "Message",
+	proto.EventMessageDelta:               "MessageDelta",
+	proto.EventToolStarted:                "ToolStarted",
+	proto.EventToolFinished:               "ToolFinished",
+	proto.EventPermissionRequested:        "PermissionRequest",
+	proto.EventPermissionResolved:         "PermissionResolved",
+	proto.EventToolRequested:              "ToolCallRequest",
+	proto.EventToolResolved:               "ToolResolved",
+	proto.EventClientAttached:             "ClientPresence",
+	proto.EventClientDetached:             "ClientPresence",
+	proto.EventWorkspaceClosing:           "WorkspaceClosing",
+	proto.EventMCPServerStatus:            "McpServerStatus",
+	proto.EventSessionCompactionStarted:   "CompactionStarted",
+	proto.EventSessionCompactionCompleted: "CompactionCompleted",
+	proto.EventStreamOpened:               "StreamOpened",
+	proto.EventStreamReset:                "StreamReset",
+	proto.EventStreamEvicted:              "StreamEvicted",
 }
 
 func isControl(typ string) bool {
@@ -467,6 +469,17 @@ func TestEventsMatchTheSpec(t *testing.T) {
 	require.Equal(t, acc.RunID, rc.RunID)
 	rec.until(proto.EventSessionIdle)
 
+	// A prompt steered into a running run.
+	accS := e.prompt(ws.ID, sess.ID, "/slow 30 20")
+	rec.until(proto.EventMessageDelta)
+	var steered proto.PromptAccepted
+	e.must(http.StatusAccepted, "POST", "/v1/workspaces/"+ws.ID+"/agent",
+		map[string]any{"session_id": sess.ID, "prompt": "and then?", "client_id": aID, "delivery": "steer"}, &steered)
+	require.Equal(t, proto.RunSteered, steered.State)
+	require.Equal(t, accS.RunID, steered.RunID)
+	rec.data(proto.EventRunCompleted, &rc)
+	require.Equal(t, accS.RunID, rc.RunID)
+
 	// Reasoning deltas, attachments, a model error.
 	var acc2 proto.PromptAccepted
 	e.must(http.StatusAccepted, "POST", "/v1/workspaces/"+ws.ID+"/agent", map[string]any{
@@ -525,6 +538,18 @@ func TestEventsMatchTheSpec(t *testing.T) {
 	var servers proto.MCPServerList
 	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/mcp", nil, &servers)
 	require.Len(t, servers.Servers, 1)
+
+	// Settings changed, and a compaction on demand (echo's summary).
+	e.must(http.StatusOK, "PATCH", fmt.Sprintf("/v1/workspaces/%s/sessions/%s", ws.ID, sess.ID),
+		map[string]any{"title": "patched", "compaction": map[string]any{"threshold": 0.7}}, &s)
+	rec.until(proto.EventSessionUpdated)
+	var acc9 proto.PromptAccepted
+	e.must(http.StatusAccepted, "POST", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/compact", ws.ID, sess.ID), nil, &acc9)
+	rec.until(proto.EventSessionCompactionStarted)
+	rec.until(proto.EventSessionCompactionCompleted)
+	rec.data(proto.EventRunCompleted, &rc)
+	require.Equal(t, acc9.RunID, rc.RunID)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
 
 	// A denied permission (deny_all) and a canceled run in the other session.
 	acc6 := e.prompt(ws.ID, other.ID, `/tool bash {"command": "echo hi"}`)

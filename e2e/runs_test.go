@@ -526,7 +526,12 @@ func TestOpenAIToolCallRoundTrip(t *testing.T) {
 }
 
 // Invariant 1 under load: every 202 yields exactly one run.completed and its
-// messages, whatever cancels land where.
+// messages, whatever cancels land where, with prompts steered into running
+// runs and compactions queued among them: a steered prompt's run ends
+// once, the prompt answered by an assistant message after it; a
+// compaction run has no user message and ends end_turn, canceled, or
+// compaction_failed when there was nothing to compact; and no two runs of
+// a session ever overlap.
 func TestManyPromptsWithRandomCancels(t *testing.T) {
 	e := startEnv(t)
 	ws := e.createWorkspace()
@@ -538,6 +543,8 @@ func TestManyPromptsWithRandomCancels(t *testing.T) {
 	}
 	var mu sync.Mutex
 	accepted := map[string]string{} // run -> session
+	compactions := map[string]bool{}
+	steered := map[string]string{} // steered prompt -> the run it joined
 	var wg sync.WaitGroup
 	for i, sid := range sids {
 		wg.Add(1)
@@ -545,18 +552,30 @@ func TestManyPromptsWithRandomCancels(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			for j := range perSession {
-				text := fmt.Sprintf("prompt %d", j)
+				text := fmt.Sprintf("prompt %d of %d", j, i)
 				if rng.IntN(3) == 0 {
 					text = fmt.Sprintf("/slow %d 1", rng.IntN(20))
 				}
 				var acc proto.PromptAccepted
-				status, raw := e.do("POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sid, Prompt: text}, &acc)
+				var status int
+				var raw []byte
+				switch rng.IntN(8) {
+				case 0:
+					status, raw = e.do("POST", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/compact", ws.ID, sid), nil, &acc)
+				case 1, 2:
+					status, raw = e.do("POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sid, Prompt: text, Delivery: proto.DeliverySteer}, &acc)
+				default:
+					status, raw = e.do("POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sid, Prompt: text}, &acc)
+				}
 				if status != http.StatusAccepted {
 					t.Errorf("prompt: %d %s", status, raw)
 					return
 				}
 				mu.Lock()
 				accepted[acc.RunID] = sid
+				if acc.State == proto.RunSteered {
+					steered[text+"@"+sid] = acc.RunID
+				}
 				mu.Unlock()
 				if rng.IntN(4) == 0 {
 					e.do("POST", fmt.Sprintf("/v1/workspaces/%s/agent/sessions/%s/cancel", ws.ID, sid), nil, nil)
@@ -565,42 +584,89 @@ func TestManyPromptsWithRandomCancels(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Len(t, accepted, sessions*perSession)
+	require.NotEmpty(t, accepted)
 
 	completed := map[string]int{}
-	outcomes := map[string]string{}
+	outcomes := map[string]proto.RunCompleted{}
 	deadline := time.After(60 * time.Second)
 	for len(completed) < len(accepted) {
 		select {
 		case f, ok := <-s.frames:
 			require.True(t, ok)
-			if f.Event != proto.EventRunCompleted {
-				continue
+			switch f.Event {
+			case proto.EventRunAccepted:
+				var ra proto.RunAccepted
+				require.NoError(t, json.Unmarshal(f.envelope(t).Data, &ra))
+				if ra.Compaction {
+					compactions[ra.RunID] = true
+				}
+			case proto.EventRunCompleted:
+				var rc proto.RunCompleted
+				require.NoError(t, json.Unmarshal(f.envelope(t).Data, &rc))
+				completed[rc.RunID]++
+				outcomes[rc.RunID] = rc
 			}
-			var rc proto.RunCompleted
-			require.NoError(t, json.Unmarshal(f.envelope(t).Data, &rc))
-			completed[rc.RunID]++
-			outcomes[rc.RunID] = rc.Outcome
 		case <-deadline:
 			t.Fatalf("%d of %d runs completed", len(completed), len(accepted))
 		}
 	}
 	for id := range accepted {
 		assert.Equal(t, 1, completed[id], "run %s completed exactly once", id)
-		assert.Contains(t, []string{proto.OutcomeEndTurn, proto.OutcomeCanceled}, outcomes[id])
+		rc := outcomes[id]
+		if compactions[id] && rc.Outcome == proto.OutcomeError {
+			assert.Equal(t, proto.CodeCompactionFailed, rc.Error.Code)
+			assert.Contains(t, rc.Error.Message, "nothing to compact")
+			continue
+		}
+		assert.Contains(t, []string{proto.OutcomeEndTurn, proto.OutcomeCanceled}, rc.Outcome, "run %s: %+v", id, rc.Error)
 	}
+	t.Logf("%d runs, %d compactions, %d prompts steered into a run", len(accepted), len(compactions), len(steered))
 	for _, sid := range sids {
 		msgs := e.messages(ws.ID, sid)
 		for id, owner := range accepted {
-			if owner == sid {
-				assert.Equal(t, outcomes[id], lastFinish(t, msgs, id).Reason)
+			if owner != sid {
+				continue
+			}
+			run := runMessages(msgs, id)
+			require.NotEmpty(t, run, "run %s has messages", id)
+			last := run[len(run)-1]
+			require.Equal(t, proto.RoleAssistant, last.Role, "run %s: every prompt, steered ones too, is answered", id)
+			require.NotEmpty(t, last.Parts)
+			assert.Equal(t, outcomes[id].Outcome, last.Parts[len(last.Parts)-1].Reason, "run %s ends with its outcome", id)
+			if compactions[id] {
+				for _, m := range run {
+					assert.NotEqual(t, proto.RoleUser, m.Role, "a compaction run has no user message")
+				}
+			} else {
+				assert.Equal(t, proto.RoleUser, run[0].Role, "a run starts with its user message")
 			}
 		}
+		for key, runID := range steered {
+			text, owner, _ := strings.Cut(key, "@")
+			if owner != sid {
+				continue
+			}
+			found := false
+			for _, m := range runMessages(msgs, runID) {
+				if m.Role == proto.RoleUser && m.Parts[0].Text == text {
+					found = true
+				}
+			}
+			assert.True(t, found, "steered %q is in the history of run %s", text, runID)
+		}
+		var hist proto.EventList
+		e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", ws.ID, sid), nil, &hist)
+		own := map[string]bool{}
+		for id, owner := range accepted {
+			if owner == sid {
+				own[id] = true
+			}
+		}
+		checkOneRunAtATime(t, hist.Events, own)
 	}
 	// No duplicate completions arrive later either.
 	for _, sid := range sids {
 		var st proto.AgentStatus
-		e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/agent/sessions/%s", ws.ID, sid), nil, &st)
 		eventually(t, func() bool {
 			e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/agent/sessions/%s", ws.ID, sid), nil, &st)
 			return !st.Busy && len(st.Queued) == 0

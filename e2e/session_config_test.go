@@ -360,7 +360,9 @@ func TestModelSwitchAndReasoningEffort(t *testing.T) {
 	var st proto.SessionStarted
 	require.NoError(t, json.Unmarshal(ev.Data, &st))
 	assert.Equal(t, proto.SessionStarted{SessionID: sess.ID, Model: "openai/gpt-test", ReasoningEffort: "low",
-		Context: proto.SessionContext{Cwd: ws.Path}}, st)
+		Context: sess.Context}, st)
+	assert.Equal(t, ws.Path, st.Context.Cwd)
+	assert.Nil(t, st.Context.Window, "gpt-test's window is unknown")
 	hist := e.scHistory(ws.ID, sess.ID)
 	require.NotEmpty(t, hist)
 	assert.Equal(t, proto.EventSessionStarted, hist[0].Type, "the first event of a session is session.started")

@@ -52,6 +52,9 @@ const (
 	EventWorkspaceClosing = "workspace.closing"
 
 	EventMCPServerStatus = "mcp.server_status"
+
+	EventSessionCompactionStarted   = "session.compaction_started"
+	EventSessionCompactionCompleted = "session.compaction_completed"
 )
 
 // IsWorkspaceLevel reports whether events of type t pass every session filter.
@@ -158,4 +161,18 @@ type MCPServerStatus struct {
 // MCPServerList is the body of GET /v1/workspaces/{id}/mcp.
 type MCPServerList struct {
 	Servers []MCPServerStatus `json:"servers"`
+}
+
+// CompactionStarted is the data of session.compaction_started.
+type CompactionStarted struct {
+	// TokensBefore is the size of the request that made the run compact.
+	TokensBefore int64 `json:"tokens_before"`
+}
+
+// CompactionCompleted is the data of session.compaction_completed.
+type CompactionCompleted struct {
+	TokensBefore int64 `json:"tokens_before"`
+	// TokensAfter is the size of the next request, estimated.
+	TokensAfter      int64  `json:"tokens_after"`
+	SummaryMessageID string `json:"summary_message_id"`
 }

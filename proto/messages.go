@@ -20,8 +20,14 @@ type Message struct {
 	Role      string `json:"role"`
 	Parts     []Part `json:"parts"`
 	Model     string `json:"model,omitempty"`
+	// ClientID is, on a user message, the client that sent the prompt.
+	ClientID  string `json:"client_id,omitempty"`
 	CreatedAt Time   `json:"created_at"`
 	UpdatedAt Time   `json:"updated_at"`
+	// Usage is, on an assistant message, what its model request consumed
+	// (the sum over its retries), once the request is done. A summary
+	// message's is what its summary requests consumed.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Part types.
@@ -32,6 +38,10 @@ const (
 	PartToolResult = "tool_result"
 	PartAttachment = "attachment"
 	PartFinish     = "finish"
+	// PartSummary is a compaction's summary: the only part of its
+	// assistant message. Model requests read it in place of the messages
+	// up to ThroughMessageID.
+	PartSummary = "summary"
 )
 
 // Finish reasons; the outcomes of run.completed are the subset end_turn,
@@ -73,6 +83,9 @@ type Part struct {
 	// finish: Reason, Message
 	Reason  string
 	Message string
+
+	// summary: Text, ThroughMessageID
+	ThroughMessageID string
 }
 
 type partText struct {
@@ -104,6 +117,12 @@ type partAttachment struct {
 	Size        int64  `json:"size"`
 }
 
+type partSummary struct {
+	Type             string `json:"type"`
+	Text             string `json:"text"`
+	ThroughMessageID string `json:"through_message_id"`
+}
+
 type partFinish struct {
 	Type    string `json:"type"`
 	Reason  string `json:"reason"`
@@ -127,6 +146,8 @@ func (p Part) MarshalJSON() ([]byte, error) {
 		return json.Marshal(partAttachment{p.Type, p.Kind, p.Path, p.MimeType, p.DisplayName, p.Size})
 	case PartFinish:
 		return json.Marshal(partFinish{p.Type, p.Reason, p.Message})
+	case PartSummary:
+		return json.Marshal(partSummary{p.Type, p.Text, p.ThroughMessageID})
 	}
 	return nil, fmt.Errorf("marshal part: unknown type %q", p.Type)
 }
@@ -149,6 +170,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		Size        int64           `json:"size"`
 		Reason      string          `json:"reason"`
 		Message     string          `json:"message"`
+		Through     string          `json:"through_message_id"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -157,7 +179,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		Type: raw.Type, Text: raw.Text, ID: raw.ID, Name: raw.Name, Arguments: raw.Arguments,
 		ToolCallID: raw.ToolCallID, Content: raw.Content, IsError: raw.IsError,
 		Kind: raw.Kind, Path: raw.Path, MimeType: raw.MimeType, DisplayName: raw.DisplayName,
-		Size: raw.Size, Reason: raw.Reason, Message: raw.Message,
+		Size: raw.Size, Reason: raw.Reason, Message: raw.Message, ThroughMessageID: raw.Through,
 	}
 	return nil
 }

@@ -110,9 +110,48 @@ type WorkspaceList struct {
 	Workspaces []Workspace `json:"workspaces"`
 }
 
-// SessionContext describes where a session's agent works.
+// SessionContext describes where a session's agent works and how much of
+// its model's context window the conversation fills.
 type SessionContext struct {
 	Cwd string `json:"cwd"`
+	// Tokens is the size of what the session's next model request would
+	// carry: the last request's reported input and output, plus an
+	// estimate of the messages recorded since; estimated (about 4 bytes a
+	// token) until a model has reported anything.
+	Tokens int64 `json:"tokens"`
+	// Window is the model's context window, when it is known.
+	Window *int64 `json:"window,omitempty"`
+}
+
+// Compaction settings of a session (contract section 4).
+type Compaction struct {
+	// Auto compacts the conversation before a model request that would
+	// carry more than Threshold of the model's context window, and when
+	// the provider answers that a request is over it.
+	Auto bool `json:"auto"`
+	// Threshold is the fraction of the window, in (0, 1].
+	Threshold float64 `json:"threshold"`
+}
+
+// DefaultCompaction is a session's compaction unless it says otherwise.
+var DefaultCompaction = Compaction{Auto: true, Threshold: 0.8}
+
+// CompactionOptions sets a session's compaction in a create or a PATCH:
+// a nil field keeps the current value (the default, on create).
+type CompactionOptions struct {
+	Auto      *bool    `json:"auto,omitempty"`
+	Threshold *float64 `json:"threshold,omitempty"`
+}
+
+// UpdateSessionRequest is the body of PATCH .../sessions/{sid}. A field
+// left out (or null) keeps its value; an empty list clears
+// available_tools or excluded_tools (every tool is offered again).
+type UpdateSessionRequest struct {
+	Title          *string            `json:"title,omitempty"`
+	Compaction     *CompactionOptions `json:"compaction,omitempty"`
+	PermissionMode *string            `json:"permission_mode,omitempty"`
+	AvailableTools *[]string          `json:"available_tools,omitempty"`
+	ExcludedTools  *[]string          `json:"excluded_tools,omitempty"`
 }
 
 // Session is one conversation with the agent inside a workspace.
@@ -129,6 +168,9 @@ type Session struct {
 	Queued          int            `json:"queued"`
 	AttachedClients int            `json:"attached_clients"`
 	Context         SessionContext `json:"context"`
+	// Usage is the session's runs' usage summed.
+	Usage      Usage      `json:"usage"`
+	Compaction Compaction `json:"compaction"`
 }
 
 // SessionList is the body of GET .../sessions.
@@ -189,6 +231,8 @@ type CreateSessionRequest struct {
 	PermissionMode  string         `json:"permission_mode,omitempty"`
 	ClientID        string         `json:"client_id,omitempty"`
 	Tools           []ToolSpec     `json:"tools,omitempty"`
+	// Compaction defaults to DefaultCompaction.
+	Compaction *CompactionOptions `json:"compaction,omitempty"`
 	// MCPServers are the session's own MCP servers, added to the
 	// configuration file's: {"NAME": {"type": "stdio", "command", "args",
 	// "env", "tools"} | {"type": "http", "url", "headers", "tools"}},

@@ -6,6 +6,19 @@ import "encoding/json"
 const (
 	RunRunning = "running"
 	RunQueued  = "queued"
+	// RunSteered: the prompt joined the session's active run (delivery
+	// steer); the answer's run_id is that run's.
+	RunSteered = "steered"
+)
+
+// Deliveries of a prompt (PromptRequest.Delivery).
+const (
+	// DeliveryQueue queues the prompt as a run of its own (the default).
+	DeliveryQueue = "queue"
+	// DeliverySteer joins the session's active run: the prompt enters its
+	// history before its next model request. With no active run it is
+	// DeliveryQueue.
+	DeliverySteer = "steer"
 )
 
 // Run outcomes of run.completed.
@@ -22,6 +35,8 @@ type PromptRequest struct {
 	Prompt      string       `json:"prompt"`
 	Attachments []Attachment `json:"attachments,omitempty"`
 	ClientID    string       `json:"client_id,omitempty"`
+	// Delivery is DeliveryQueue ("" too) or DeliverySteer.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // Attachment is a file of the workspace or an inline blob sent with a prompt.
@@ -75,6 +90,12 @@ type RunAccepted struct {
 	// Prompt is the accepted prompt: kept with the event so that a run the
 	// server loses to a crash can still be recorded with its user message.
 	Prompt string `json:"prompt,omitempty"`
+	// MessageID is, for a steered prompt (State RunSteered), the id its
+	// user message gets in the run it joined.
+	MessageID string `json:"message_id,omitempty"`
+	// Compaction marks a compaction run (POST .../compact): it has no
+	// prompt and no user message.
+	Compaction bool `json:"compaction,omitempty"`
 }
 
 // RunStarted is the data of run.started.
@@ -88,7 +109,16 @@ type RunCompleted struct {
 	Outcome   string       `json:"outcome"`
 	Error     *ErrorDetail `json:"error,omitempty"`
 	MessageID string       `json:"message_id"`
+	// Usage is what the run's model requests consumed, summed.
+	Usage *Usage `json:"usage,omitempty"`
 }
+
+// Error codes of run.completed that are not a model's.
+const (
+	// CodeCompactionFailed: the conversation could not be compacted; the
+	// history is unchanged.
+	CodeCompactionFailed = "compaction_failed"
+)
 
 // MessageDelta is the data of message.delta.
 type MessageDelta struct {

@@ -462,6 +462,12 @@ func TestParseRunFlags(t *testing.T) {
 
 	_, err = parseRun([]string{"--new", "--session", "x", "hi"}, env)
 	assert.ErrorContains(t, err, "exclude")
+	o, err = parseRun([]string{"--steer", "and the tests"}, env)
+	require.NoError(t, err)
+	assert.True(t, o.steer)
+	assert.Equal(t, "and the tests", o.prompt, "--steer takes no value: the prompt is the argument")
+	_, err = parseRun([]string{"--steer", "--new", "x"}, env)
+	assert.ErrorContains(t, err, "--new session has none")
 	_, err = parseRun(nil, env)
 	assert.ErrorContains(t, err, "no prompt")
 

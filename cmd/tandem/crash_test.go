@@ -23,7 +23,9 @@ import (
 // A server killed mid-run (SIGKILL: no shutdown at all) ends the lost runs
 // when it comes back, so every 202 still yields exactly one run.completed:
 // the running one and the one queued behind it both end interrupted, with
-// their user messages and a finish part.
+// their user messages and a finish part; a prompt steered into the running
+// one is in its history, once, answered by its end; a compaction queued
+// behind them ends interrupted too, with no user message.
 func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	dataDir := t.TempDir()
 	env := []string{"TANDEM_TOKEN=crash-token", "TANDEM_DATA_DIR=" + dataDir}
@@ -38,7 +40,12 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	var running, queued proto.PromptAccepted
 	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "/slow 100000 10"}, &running))
 	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "waiting in line"}, &queued))
+	var compaction proto.PromptAccepted
+	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/compact", ws.ID, sess.ID), nil, &compaction))
 	awaitEvent(t, events, proto.EventMessageDelta, running.RunID)
+	var steered proto.PromptAccepted
+	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: "steered before the crash", Delivery: proto.DeliverySteer}, &steered))
+	require.Equal(t, running.RunID, steered.RunID)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.done
 
@@ -46,10 +53,11 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	completed := runOutcomes(t, p2.url, ws.ID, sess.ID)
 	assert.Equal(t, []string{proto.OutcomeInterrupted}, completed[running.RunID])
 	assert.Equal(t, []string{proto.OutcomeInterrupted}, completed[queued.RunID])
+	assert.Equal(t, []string{proto.OutcomeInterrupted}, completed[compaction.RunID])
 
 	var msgs proto.MessageList
 	require.Equal(t, http.StatusOK, crashCall(t, p2.url, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/messages", ws.ID, sess.ID), nil, &msgs))
-	for _, id := range []string{running.RunID, queued.RunID} {
+	for _, id := range []string{running.RunID, queued.RunID, compaction.RunID} {
 		var users int
 		var last proto.Message
 		for _, m := range msgs.Messages {
@@ -63,7 +71,14 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 				last = m
 			}
 		}
-		assert.Equal(t, 1, users, "run %s keeps its user message", id)
+		switch id {
+		case running.RunID:
+			assert.Equal(t, 2, users, "run %s keeps its user message and the steered one", id)
+		case compaction.RunID:
+			assert.Zero(t, users, "a compaction run has no user message")
+		default:
+			assert.Equal(t, 1, users, "run %s keeps its user message", id)
+		}
 		require.NotEmpty(t, last.Parts, "run %s has an assistant message", id)
 		fin := last.Parts[len(last.Parts)-1]
 		assert.Equal(t, proto.PartFinish, fin.Type)
@@ -78,7 +93,7 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 	for _, outcomes := range runOutcomes(t, p3.url, ws.ID, sess.ID) {
 		n += len(outcomes)
 	}
-	assert.Equal(t, 2, n, "recovery is done once")
+	assert.Equal(t, 3, n, "recovery is done once")
 	require.NoError(t, p3.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p3.done)
 }

@@ -21,7 +21,7 @@ const listTimeFormat = "2006-01-02 15:04:05"
 func sessionsCommand(args []string, env *cliEnv) int {
 	var o clientOptions
 	var wsID string
-	fs := newListFlags("sessions", "Lists the sessions of the current directory's workspace (or --workspace),\nmost recently updated first.", env)
+	fs := newListFlags("sessions", "Lists the sessions of the current directory's workspace (or --workspace),\nmost recently updated first: CONTEXT is the size of the session's next model\nrequest (of the model's context window, when known), TOKENS the tokens its\nruns read and wrote, COST their cost when the model's prices are known.", env)
 	o.register(fs, env.getenv, "print the API's JSON body instead of a table")
 	fs.StringVar(&wsID, "workspace", "", "workspace ID (default: the current directory's)")
 	if err := parseNoArgs(fs, args); err != nil {
@@ -70,11 +70,29 @@ func printSessions(w io.Writer, asJSON bool, list []proto.Session) int {
 		return printJSON(w, proto.SessionList{Sessions: list})
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTITLE\tUPDATED\tMESSAGES")
+	fmt.Fprintln(tw, "ID\tTITLE\tUPDATED\tMESSAGES\tCONTEXT\tTOKENS\tCOST")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.ID, shorten(s.Title), s.UpdatedAt.Local().Format(listTimeFormat), s.MessageCount)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, shorten(s.Title), s.UpdatedAt.Local().Format(listTimeFormat), s.MessageCount,
+			contextSize(s.Context), count(s.Usage.InputTokens+s.Usage.OutputTokens), sessionCost(s.Usage))
 	}
 	return flushTable(tw)
+}
+
+// contextSize is how full the session's context is: the size of its next
+// request, and the model's window when known.
+func contextSize(c proto.SessionContext) string {
+	if c.Window == nil || *c.Window <= 0 {
+		return count(c.Tokens)
+	}
+	return fmt.Sprintf("%s/%s (%d%%)", count(c.Tokens), count(*c.Window), c.Tokens*100 / *c.Window)
+}
+
+// sessionCost is the session's cost so far, "-" when no price is known.
+func sessionCost(u proto.Usage) string {
+	if u.CostUSD == nil {
+		return "-"
+	}
+	return cost(*u.CostUSD)
 }
 
 // workspacesCommand is tandem workspaces: every workspace the server knows.

@@ -34,7 +34,8 @@ const usage = `usage: tandem <command> [flags]
 commands:
   run         send a prompt to the agent of the current directory and stream the answer
   attach      print a workspace's live events
-  sessions    list the sessions of the current directory's workspace
+  compact     summarize the current session's conversation to free its context window
+  sessions    list the sessions of the current directory's workspace, with tokens and cost
   workspaces  list the server's workspaces
   web         open the web app in a browser, signed in
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
@@ -57,6 +58,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return runCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "attach":
 		return attachCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "compact":
+		return compactCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "sessions":
 		return sessionsCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "workspaces":

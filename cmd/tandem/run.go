@@ -37,6 +37,12 @@ type runOptions struct {
 	yes        bool
 	model      string
 	prompt     string
+	// steer sends the prompt into the session's running run (delivery
+	// steer) rather than queueing it.
+	steer bool
+	// compact makes it tandem compact: no prompt, a compaction run of the
+	// session, which must exist.
+	compact bool
 }
 
 func parseRun(args []string, env *cliEnv) (runOptions, error) {
@@ -50,7 +56,13 @@ Sends the prompt to the agent of the current directory's workspace, in its
 last session, and streams the answer to stdout. Tool activity and permission
 questions go to stderr. With no prompt argument and stdin not a terminal, the
 prompt is read from stdin. Exit status: 0 when the turn ended, 130 when it
-was canceled (Ctrl-C), 1 on error.
+was canceled (Ctrl-C), 1 on error. At the end the run's token usage (and
+cost, when the model's prices are known) goes to stderr.
+
+With --steer the prompt joins the session's running run instead of waiting
+for it: the model reads it at its next step, and tandem run follows that
+run to its end (Ctrl-C cancels that run, whoever started it). With no run
+going on, it runs as usual.
 
 flags:
 `)
@@ -61,12 +73,16 @@ flags:
 	fs.BoolVar(&o.newSession, "new", false, "start a new session")
 	fs.BoolVar(&o.yes, "yes", false, "approve every permission the run asks (once each)")
 	fs.StringVar(&o.model, "model", "", "PROVIDER/MODEL for the session (a new one is created with it; an existing one is switched to it)")
+	fs.BoolVar(&o.steer, "steer", false, "send the prompt into the session's running run (it reads it at its next step) instead of queueing it")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return o, err
 	}
 	if o.session != "" && o.newSession {
 		return o, errors.New("--session and --new exclude each other")
+	}
+	if o.steer && o.newSession {
+		return o, errors.New("--steer joins a session's running run; a --new session has none")
 	}
 	o.prompt = strings.Join(rest, " ")
 	if strings.TrimSpace(o.prompt) == "" && len(rest) == 0 && !env.stdinTTY {
@@ -258,10 +274,16 @@ func (r *runner) exec(ctx context.Context) (int, error) {
 		_, _ = b.c.Cancel(cctx, ws.ID, sid)
 		return 0, ctx.Err()
 	}
-	if acc.State == proto.RunQueued {
+	switch {
+	case acc.State == proto.RunQueued:
 		r.scr.Line("tandem: queued behind another run of this session (position %d)", acc.Position)
 		r.scr.Status("queued…")
-	} else {
+	case acc.State == proto.RunSteered && !r.o.json:
+		r.scr.Line("tandem: steered into the running run %s; following it to its end", acc.RunID)
+		r.scr.Status("thinking…")
+	case r.o.compact:
+		r.scr.Status("compacting…")
+	default:
 		r.scr.Status("thinking…")
 	}
 
@@ -270,6 +292,9 @@ func (r *runner) exec(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.scr.Close()
+	if rc.Usage != nil && !r.o.json {
+		r.scr.Line("tandem: %s", formatUsage(*rc.Usage))
+	}
 	switch rc.Outcome {
 	case proto.OutcomeEndTurn:
 		return exitOK, nil
@@ -317,6 +342,9 @@ func (r *runner) pickSession(ctx context.Context) (string, error) {
 			current = &s
 		}
 	}
+	if current == nil && r.o.compact {
+		return "", fmt.Errorf("no session to compact in the workspace of %s", ws.Path)
+	}
 	if current == nil {
 		s, err := c.CreateSession(ctx, ws.ID, proto.CreateSessionRequest{Model: r.o.model})
 		if err != nil {
@@ -347,9 +375,21 @@ func (r *runner) post(ctx context.Context) (proto.PromptAccepted, error) {
 	r.prompting.Store(true)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 	defer cancel()
-	acc, err := r.b.c.Prompt(pctx, r.ws.ID, proto.PromptRequest{SessionID: r.sessionID, Prompt: r.o.prompt})
-	if err != nil {
-		return acc, fmt.Errorf("send prompt: %w", explain(err))
+	var acc proto.PromptAccepted
+	var err error
+	switch {
+	case r.o.compact:
+		if acc, err = r.b.c.Compact(pctx, r.ws.ID, r.sessionID); err != nil {
+			return acc, fmt.Errorf("compact: %w", explain(err))
+		}
+	default:
+		req := proto.PromptRequest{SessionID: r.sessionID, Prompt: r.o.prompt}
+		if r.o.steer {
+			req.Delivery = proto.DeliverySteer
+		}
+		if acc, err = r.b.c.Prompt(pctx, r.ws.ID, req); err != nil {
+			return acc, fmt.Errorf("send prompt: %w", explain(err))
+		}
 	}
 	r.runID = acc.RunID
 	return acc, nil
@@ -440,6 +480,19 @@ func (r *runner) handle(ev proto.Event) {
 		return
 	}
 	switch ev.Type {
+	case proto.EventSessionLog:
+		// The server's warnings about our run (a model request retried,
+		// say): the wait they explain would look like a hang otherwise.
+		if d, err := client.DecodeData[proto.SessionLog](ev); err == nil && d.Level != "info" && !r.o.json {
+			r.scr.Line("[%s] %s", d.Level, shorten(d.Message))
+		}
+	case proto.EventSessionCompactionStarted:
+		r.scr.Status("compacting the conversation…")
+	case proto.EventSessionCompactionCompleted:
+		if d, err := client.DecodeData[proto.CompactionCompleted](ev); err == nil && !r.o.json {
+			r.scr.Line("[compaction] the conversation was summarized: %s -> %s tokens", count(d.TokensBefore), count(d.TokensAfter))
+		}
+		r.scr.Status("thinking…")
 	case proto.EventRunStarted:
 		r.scr.Status("thinking…")
 	case proto.EventMessageDelta:
@@ -540,6 +593,45 @@ func (r *runner) answer(req proto.PermissionRequest, decision, feedback string) 
 	if err != nil && !client.IsCode(err, proto.CodeAlreadyResolved) {
 		r.scr.Line("tandem run: answer permission %s: %v", req.RequestID, explain(err))
 	}
+}
+
+// formatUsage says what a run's model requests used, and cost when known.
+func formatUsage(u proto.Usage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s tokens in", count(u.InputTokens))
+	if u.CacheReadTokens > 0 {
+		fmt.Fprintf(&b, " (%s cached)", count(u.CacheReadTokens))
+	}
+	fmt.Fprintf(&b, ", %s out", count(u.OutputTokens))
+	if u.ReasoningTokens > 0 {
+		fmt.Fprintf(&b, " (%s reasoning)", count(u.ReasoningTokens))
+	}
+	if u.CostUSD != nil {
+		fmt.Fprintf(&b, ", %s", cost(*u.CostUSD))
+	}
+	return b.String()
+}
+
+// count writes a token count for people: 950, 12.3k, 1.2M.
+func count(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprint(n)
+	case n < 999_950: // not "1000.0k"
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/1e3)) + "k"
+	default:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/1e6)) + "M"
+	}
+}
+
+func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }
+
+// cost writes US dollars with the precision small amounts need.
+func cost(usd float64) string {
+	if usd < 0.01 {
+		return fmt.Sprintf("$%.4f", usd)
+	}
+	return fmt.Sprintf("$%.2f", usd)
 }
 
 // shorten makes s one line of at most maxShown runes, for a hint on stderr.

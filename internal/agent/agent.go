@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -86,6 +87,20 @@ type Run struct {
 	// System builds the system prompt for a request offering these tools.
 	System   func(tools []string) string
 	Provider provider.Provider
+	// Catalog prices the run's requests and knows its model's context
+	// window; nil is the built-in table alone.
+	Catalog *models.Catalog
+	// Compaction is the session's compaction settings (see compact.go).
+	Compaction proto.Compaction
+	// Compact makes the run a compaction run (POST .../compact): it has
+	// no prompt and no user message, summarizes the whole conversation,
+	// and ends end_turn.
+	Compact bool
+	// Steers takes the prompts that joined the run (delivery steer) since
+	// the last call; with final, a call that finds none closes the run to
+	// steering (later steers queue as runs of their own), so none can
+	// join once the run has decided to end. nil: none join.
+	Steers func(final bool) []Steer
 	// Refresh, when set, re-reads the session's settings into the run before
 	// each model step, so a model switch applies to the next request.
 	Refresh func(run *Run)
@@ -107,6 +122,16 @@ type Run struct {
 	Revive string
 	// Announce re-announces the requests a revived run still waits on.
 	Announce bool
+}
+
+// Steer is a prompt that joined a run (delivery steer). Its user message,
+// whose id was decided when it was accepted, enters the run's history
+// before the run's next model request.
+type Steer struct {
+	MessageID   string
+	Prompt      string
+	ClientID    string
+	Attachments []Attachment
 }
 
 // Result is how a run ended.
@@ -151,9 +176,16 @@ func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 		x.log.Info("run suspended")
 		return res
 	}
-	x.emit(proto.EventRunCompleted, proto.RunCompleted{
-		RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID,
-	}, false)
+	usage := x.usage
+	// The run's usage reaches the session's totals with run.completed, in
+	// its transaction: counted once, with the run's end.
+	x.queue(workspace.Draft{
+		Type: proto.EventRunCompleted,
+		Data: proto.RunCompleted{
+			RunID: run.ID, Outcome: res.Outcome, Error: res.Error, MessageID: res.MessageID, Usage: &usage,
+		},
+		Usage: &store.SessionUsage{Add: usage, ContextTokens: x.contextTokens()},
+	})
 	x.settle()
 	return res
 }
@@ -172,8 +204,11 @@ type execution struct {
 	ctx context.Context
 	log *slog.Logger
 	// userID is this run's user message, whose attachments are sent in full;
-	// earlier runs' attachments are only named.
-	userID string
+	// earlier runs' attachments are only named. steered holds the
+	// attachments of the run's steered prompts, by message id: sent in
+	// full too.
+	userID  string
+	steered map[string][]Attachment
 
 	// pending are the run's events not yet emitted (see flush); tool calls
 	// add to it side by side. linger, when set, flushes them soon (see
@@ -194,6 +229,12 @@ type execution struct {
 	// flight, if any. Both are guarded by mu.
 	failed    error
 	stopModel context.CancelFunc
+
+	// usage is what the run's model requests consumed so far, and size
+	// what the conversation weighs for the model; only the run's own
+	// goroutine (not its tool calls) touches them.
+	usage proto.Usage
+	size  contextSize
 }
 
 // eventLinger is how long a run's progress (its prompt, the opening of an
@@ -234,13 +275,39 @@ func (x *execution) halt(asst *proto.Message) (Result, bool) {
 
 func (x *execution) execute() Result {
 	x.emit(proto.EventRunStarted, proto.RunStarted{RunID: x.run.ID}, false)
+	if x.run.Compact {
+		return x.compactRun()
+	}
 	x.recordPrompt()
 	return x.loop()
+}
+
+// compactRun summarizes the whole conversation, then ends the run with an
+// assistant message holding its finish part.
+func (x *execution) compactRun() Result {
+	var err error
+	if !x.stopped() && x.storeFailed() == nil {
+		var tokens int64
+		if _, tokens, err = x.request(); err == nil {
+			err = x.compact(tokens, keepNone, "")
+		}
+	}
+	asst := x.newMessage(proto.RoleAssistant)
+	asst.Model = x.run.Model
+	x.save(&asst, proto.EventMessageCreated)
+	if res, ok := x.halt(&asst); ok {
+		return res
+	}
+	if err != nil {
+		return x.finish(&asst, proto.OutcomeError, compactionError(err))
+	}
+	return x.finish(&asst, proto.OutcomeEndTurn, nil)
 }
 
 // recordPrompt queues the run's user message.
 func (x *execution) recordPrompt() {
 	user := x.newMessage(proto.RoleUser)
+	user.ClientID = x.run.ClientID
 	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
 	for _, a := range x.run.Attachments {
 		user.Parts = append(user.Parts, a.Part)
@@ -261,12 +328,14 @@ func (r *Runner) EndUnstarted(ctx context.Context, runs []*Run) {
 	for _, run := range runs {
 		x := &execution{r: r, run: run, ctx: ctx, log: r.logger().With("run_id", run.ID, "session_id", run.SessionID)}
 		x.emit(proto.EventRunStarted, proto.RunStarted{RunID: run.ID}, false)
-		x.recordPrompt()
+		if !run.Compact {
+			x.recordPrompt()
+		}
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = run.Model
 		x.save(&asst, proto.EventMessageCreated)
 		res := x.finish(&asst, proto.OutcomeCanceled, nil)
-		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID}, false)
+		x.emit(proto.EventRunCompleted, proto.RunCompleted{RunID: run.ID, Outcome: res.Outcome, MessageID: res.MessageID, Usage: &proto.Usage{}}, false)
 		ds = append(ds, x.pending...)
 	}
 	x := &execution{r: r, run: runs[0], ctx: ctx, log: r.logger().With("session_id", runs[0].SessionID, "runs", len(runs)), pending: ds}
@@ -280,6 +349,31 @@ func (x *execution) loop() Result {
 		maxSteps = 50
 	}
 	for step := 0; ; step++ {
+		// Prompts steered into the run since its last request go in now.
+		x.takeSteers(false)
+		// The request is built before the step's message, so that a
+		// compaction it needs is recorded ahead of the step it makes room for.
+		var (
+			req    provider.Request
+			tokens int64
+			err    error
+		)
+		if step < maxSteps && !x.stopped() && x.storeFailed() == nil {
+			req, tokens, err = x.request()
+			if err == nil && x.overLimit(tokens) {
+				switch cerr := x.compact(tokens, keepAuto, ""); {
+				case errors.Is(cerr, errNothingToCompact):
+					// All of it is this turn's (or the system prompt's):
+					// the request goes as it is, and the provider says
+					// whether it fits.
+					x.log.Debug("over the compaction threshold with nothing to compact", "tokens", tokens)
+				case cerr != nil:
+					return x.compactionFailed(cerr)
+				default:
+					req, tokens, err = x.request()
+				}
+			}
+		}
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = x.run.Model
 		x.save(&asst, proto.EventMessageCreated)
@@ -291,16 +385,42 @@ func (x *execution) loop() Result {
 				Code: "step_limit", Message: fmt.Sprintf("the run stopped after %d model steps", maxSteps),
 			})
 		}
-		resp, err := x.callModel(&asst)
+		if err != nil {
+			return x.finish(&asst, proto.OutcomeError, modelError(err))
+		}
+		resp, err := x.callModel(&asst, &req)
 		if res, ok := x.halt(&asst); ok {
 			return res
+		}
+		if pe, ok := provider.AsError(err); ok && pe.Code == provider.CodeContextExceeded && x.run.Compaction.Auto {
+			// Over the window after all (its size unknown, or the
+			// estimate low): compact, and try once more.
+			switch cerr := x.compact(max(tokens, x.requestTokens(req)), keepAfterRefusal, asst.ID); {
+			case errors.Is(cerr, errNothingToCompact):
+				// Nothing to make room with: the provider's error stands.
+			case cerr != nil:
+				if res, ok := x.halt(&asst); ok {
+					return res
+				}
+				return x.finish(&asst, proto.OutcomeError, compactionError(cerr))
+			default:
+				resp, err = x.callModel(&asst, nil)
+				if res, ok := x.halt(&asst); ok {
+					return res
+				}
+			}
 		}
 		if err != nil {
 			return x.finish(&asst, proto.OutcomeError, modelError(err))
 		}
 		if len(resp.ToolCalls) == 0 {
-			res := x.finish(&asst, proto.OutcomeEndTurn, nil)
-			return res
+			if x.takeSteers(true) {
+				// Steered as the model answered: it answers them too.
+				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishEndTurn})
+				x.save(&asst, proto.EventMessageUpdated)
+				continue
+			}
+			return x.finish(&asst, proto.OutcomeEndTurn, nil)
 		}
 		for _, c := range resp.ToolCalls {
 			asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartToolCall, ID: c.ID, Name: c.Name, Arguments: objectOrEmpty(c.Arguments)})
@@ -308,9 +428,31 @@ func (x *execution) loop() Result {
 		asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishToolUse})
 		x.save(&asst, proto.EventMessageUpdated)
 		if x.runTools(resp.ToolCalls, false) {
-			return Result{Suspended: true}
+			return x.suspend()
 		}
 	}
+}
+
+// suspend parks the run (see Result.Suspended). Prompts that joined it go
+// into its history now, after its pending calls (the model reads them
+// after the calls' results when the run goes on); later ones queue.
+func (x *execution) suspend() Result {
+	x.takeSteers(true)
+	return Result{Suspended: true}
+}
+
+// compactionFailed ends the run whose compaction before a step failed: as
+// canceled or on the store's error when that is why, else with
+// compaction_failed. The history has no summary: nothing the model reads
+// changed.
+func (x *execution) compactionFailed(err error) Result {
+	asst := x.newMessage(proto.RoleAssistant)
+	asst.Model = x.run.Model
+	x.save(&asst, proto.EventMessageCreated)
+	if res, ok := x.halt(&asst); ok {
+		return res
+	}
+	return x.finish(&asst, proto.OutcomeError, compactionError(err))
 }
 
 // runTools runs the step's tool calls side by side, so several may wait on
@@ -379,9 +521,15 @@ func (x *execution) revive() Result {
 		if m.RunID != x.run.ID {
 			continue
 		}
+		if m.Usage != nil {
+			// Requests made before the run was suspended count in its usage.
+			x.usage = x.usage.Add(*m.Usage)
+		}
 		switch m.Role {
 		case proto.RoleUser:
-			x.userID = m.ID
+			if x.userID == "" { // steered prompts come later
+				x.userID = m.ID
+			}
 		case proto.RoleAssistant:
 			calls = calls[:0]
 			for _, p := range m.Parts {
@@ -421,14 +569,19 @@ func (x *execution) revive() Result {
 		return x.finish(&asst, proto.OutcomeInterrupted, nil)
 	}
 	if x.runTools(missing, true) {
-		return Result{Suspended: true}
+		return x.suspend()
 	}
 	return x.loop()
 }
 
 // finish ends the assistant message with the outcome's finish part. Any
 // outcome but canceled is first committed to: a cancel that came first wins.
+//
+// Prompts that joined the run and were not yet in its history enter it
+// now, and the run's end answers them: its finish goes on asst and on an
+// assistant message of its own after them, the run's last.
 func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDetail) Result {
+	steered := x.takeSteers(true)
 	if outcome != proto.OutcomeCanceled && x.run.Commit != nil && !x.run.Commit() {
 		outcome, e = proto.OutcomeCanceled, nil
 	}
@@ -438,12 +591,109 @@ func (x *execution) finish(asst *proto.Message, outcome string, e *proto.ErrorDe
 	}
 	asst.Parts = append(asst.Parts, part)
 	x.save(asst, proto.EventMessageUpdated)
+	if steered {
+		last := x.newMessage(proto.RoleAssistant)
+		last.Model = x.run.Model
+		last.Parts = append(last.Parts, part)
+		x.save(&last, proto.EventMessageCreated)
+		asst = &last
+	}
 	return Result{Outcome: outcome, Error: e, MessageID: asst.ID}
 }
 
-// callModel streams one model step into asst, retrying failures that are
-// worth retrying as long as nothing was streamed yet.
-func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
+// takeSteers records the prompts that joined the run since the last call,
+// and reports whether there were any (see Run.Steers for final). One
+// already in the history (a run revived after a crash) is not recorded
+// again.
+func (x *execution) takeSteers(final bool) bool {
+	if x.run.Steers == nil {
+		return false
+	}
+	steers := x.run.Steers(final)
+	if len(steers) == 0 {
+		return false
+	}
+	known := map[string]bool{}
+	_ = x.run.History.Read(context.WithoutCancel(x.ctx), x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
+		for _, st := range steers {
+			for i := len(msgs) - 1; i >= 0; i-- {
+				if msgs[i].ID == st.MessageID {
+					known[st.MessageID] = true
+					break
+				}
+			}
+		}
+	})
+	for _, st := range steers {
+		if known[st.MessageID] {
+			continue
+		}
+		m := x.newMessage(proto.RoleUser)
+		m.ID = st.MessageID
+		m.ClientID = st.ClientID
+		m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: st.Prompt})
+		for _, a := range st.Attachments {
+			m.Parts = append(m.Parts, a.Part)
+		}
+		if len(st.Attachments) > 0 {
+			if x.steered == nil {
+				x.steered = make(map[string][]Attachment)
+			}
+			x.steered[m.ID] = st.Attachments
+		}
+		x.save(&m, proto.EventMessageCreated)
+	}
+	x.log.Info("steered prompts joined the run", "count", len(steers))
+	return true
+}
+
+// callModel streams one model step into asst: req (nil: built now), and
+// for a retry a request built anew. Its usage, summed over the attempts,
+// goes on asst.
+func (x *execution) callModel(asst *proto.Message, req *provider.Request) (provider.Response, error) {
+	// open tracks the part the deltas of each kind go to; a new kind starts a new part.
+	open := -1
+	build := func(attempt int) (provider.Request, error) {
+		if attempt == 0 && req != nil {
+			return *req, nil
+		}
+		r, _, err := x.request()
+		return r, err
+	}
+	resp, sent, used, requested, err := x.send(build, func(d provider.Delta) {
+		if open < 0 || asst.Parts[open].Type != d.Kind {
+			asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
+			open = len(asst.Parts) - 1
+		}
+		asst.Parts[open].Text += d.Text
+		x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
+	})
+	if requested {
+		u := x.run.Catalog.Usage(x.run.Model, used)
+		x.usage = x.usage.Add(u)
+		if asst.Usage != nil {
+			// The step's request again, after a compaction.
+			u = asst.Usage.Add(u)
+		}
+		asst.Usage = &u
+	}
+	if err == nil {
+		if open < 0 && resp.Text != "" {
+			asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
+		}
+		x.answered(sent, resp)
+	}
+	return resp, err
+}
+
+// send makes one model request with the run's retries: build makes the
+// request of each attempt (from 0). Failures worth retrying are retried
+// (each retry a session.log warning), unless onDelta already passed on
+// some of the answer; onDelta nil keeps the answer to the caller, so any
+// such failure may be retried. used sums what every attempt was billed: a
+// retried request costs each time the provider counted it; requested
+// reports whether any attempt reached the provider.
+func (x *execution) send(build func(attempt int) (provider.Request, error), onDelta func(provider.Delta)) (resp provider.Response, req provider.Request, used provider.Usage, requested bool, err error) {
 	retries := x.r.Retries
 	switch {
 	case retries == 0:
@@ -454,13 +704,12 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 	for attempt := 0; ; attempt++ {
 		// The run's progress so far goes out while the model thinks.
 		x.soon()
-		req, err := x.request()
+		req, err = build(attempt)
 		if err != nil {
-			return provider.Response{}, err
+			return provider.Response{}, req, used, requested, err
 		}
+		requested = true
 		streamed := false
-		// open tracks the part the deltas of each kind go to; a new kind starts a new part.
-		open := -1
 		// A flush the store refuses ends the request: the run stops there.
 		mctx, stop := context.WithCancel(x.ctx)
 		x.mu.Lock()
@@ -470,28 +719,23 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		if failed != nil {
 			stop()
 		}
-		resp, err := x.run.Provider.Stream(mctx, req, func(d provider.Delta) {
-			streamed = true
-			if open < 0 || asst.Parts[open].Type != d.Kind {
-				asst.Parts = append(asst.Parts, proto.Part{Type: d.Kind})
-				open = len(asst.Parts) - 1
+		resp, err = x.run.Provider.Stream(mctx, req, func(d provider.Delta) {
+			if onDelta != nil {
+				streamed = true
+				onDelta(d)
 			}
-			asst.Parts[open].Text += d.Text
-			x.emit(proto.EventMessageDelta, proto.MessageDelta{MessageID: asst.ID, PartIndex: open, Kind: d.Kind, Text: d.Text}, true)
 		})
 		x.mu.Lock()
 		x.stopModel = nil
 		x.mu.Unlock()
 		stop()
+		used = used.Add(resp.Usage)
 		if err == nil {
-			if !streamed && resp.Text != "" {
-				asst.Parts = append(asst.Parts, proto.Part{Type: proto.PartText, Text: resp.Text})
-			}
-			return resp, nil
+			return resp, req, used, requested, nil
 		}
 		var pe *provider.Error
 		if x.stopped() || x.storeFailed() != nil || streamed || attempt >= retries || !errors.As(err, &pe) || !pe.Retryable {
-			return resp, err
+			return resp, req, used, requested, err
 		}
 		wait := x.backoff(attempt, pe.RetryAfter)
 		asked := ""
@@ -509,7 +753,7 @@ func (x *execution) callModel(asst *proto.Message) (provider.Response, error) {
 		case <-t.C:
 		case <-x.ctx.Done():
 			t.Stop()
-			return resp, x.ctx.Err()
+			return resp, req, used, requested, x.ctx.Err()
 		}
 	}
 }
@@ -547,13 +791,19 @@ func jitter(d time.Duration, spread float64) time.Duration {
 	return d - time.Duration(w) + time.Duration(rand.Int64N(2*w+1))
 }
 
-// request builds the provider request from the session's history.
-func (x *execution) request() (provider.Request, error) {
+// request builds the provider request from the session's history, and
+// tells how many tokens it carries: estimated, or, when the run's last
+// request reported its usage, that plus an estimate of the messages since
+// (see contextSize).
+func (x *execution) request() (req provider.Request, tokens int64, err error) {
 	var history []provider.Message
 	if err := x.run.History.Read(x.ctx, x.r.Store, x.run.SessionID, func(msgs []proto.Message) {
 		history = x.history(msgs)
+		if x.size.known {
+			tokens = x.size.of(msgs)
+		}
 	}); err != nil {
-		return provider.Request{}, fmt.Errorf("read history: %w", err)
+		return provider.Request{}, 0, fmt.Errorf("read history: %w", err)
 	}
 	if x.run.Refresh != nil {
 		x.run.Refresh(x.run)
@@ -574,30 +824,61 @@ func (x *execution) request() (provider.Request, error) {
 			last.Text += "\n\n[notice] " + n
 		}
 	}
-	return provider.Request{
+	req = provider.Request{
 		Model:           x.run.ModelName,
 		ReasoningEffort: x.run.ReasoningEffort,
 		System:          system,
 		Messages:        history,
 		Tools:           tools,
-	}, nil
+	}
+	if tokens == 0 {
+		tokens = provider.EstimateTokens(req)
+	}
+	return req, tokens, nil
 }
 
-// history converts stored messages into the provider's conversation.
+// requestTokens estimates req's tokens.
+func (x *execution) requestTokens(req provider.Request) int64 { return provider.EstimateTokens(req) }
+
+// history converts stored messages into the provider's conversation: the
+// last compaction's summary in place of the messages it covers, then every
+// message after those. Each tool call is followed by its result (a call
+// left without one, by a "canceled" result), whatever was recorded in
+// between: a user message recorded while calls waited on their results (a
+// steered prompt) comes after the results.
 func (x *execution) history(msgs []proto.Message) []provider.Message {
-	out := make([]provider.Message, 0, len(msgs))
-	// pending are tool calls of the last assistant message still owed a result.
+	start, summary := compactedView(msgs)
+	out := make([]provider.Message, 0, len(msgs)-start+1)
+	if summary != nil {
+		out = append(out, summaryMessage(summary.Text))
+	}
+	// pending are tool calls of the last assistant message still owed a
+	// result; deferred, the user messages that came while they were.
 	var pending []provider.ToolCall
+	var deferred []proto.Message
+	flushDeferred := func() {
+		for _, m := range deferred {
+			out = append(out, x.userMessage(m))
+		}
+		deferred = nil
+	}
 	settle := func() {
 		for _, c := range pending {
 			out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "canceled", IsError: true})
 		}
 		pending = nil
+		flushDeferred()
 	}
-	for _, m := range msgs {
+	for _, m := range msgs[start:] {
+		if isSummary(m) {
+			continue // the latest is in front; older ones are in it
+		}
 		switch m.Role {
 		case proto.RoleUser:
-			settle()
+			if len(pending) > 0 {
+				deferred = append(deferred, m)
+				continue
+			}
 			out = append(out, x.userMessage(m))
 		case proto.RoleAssistant:
 			settle()
@@ -614,7 +895,9 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 				continue // an empty step (canceled, failed) says nothing to the model
 			}
 			out = append(out, pm)
-			pending = pm.ToolCalls
+			// A copy: answering a call removes it from pending in place, which
+			// must not touch the calls the request sends.
+			pending = slices.Clone(pm.ToolCalls)
 		case proto.RoleTool:
 			for _, p := range m.Parts {
 				if p.Type != proto.PartToolResult {
@@ -627,6 +910,9 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 						break
 					}
 				}
+			}
+			if len(pending) == 0 {
+				flushDeferred()
 			}
 		}
 	}
@@ -642,7 +928,10 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 func (x *execution) userMessage(m proto.Message) provider.Message {
 	const earlier = "\n\n[attachment %q was shown in an earlier turn]"
 	pm := provider.Message{Role: provider.RoleUser}
-	current := m.ID == x.userID
+	atts, current := x.run.Attachments, m.ID == x.userID
+	if s, ok := x.steered[m.ID]; ok {
+		atts, current = s, true
+	}
 	size := 0
 	for _, p := range m.Parts {
 		switch {
@@ -653,7 +942,7 @@ func (x *execution) userMessage(m proto.Message) provider.Message {
 		}
 	}
 	if current {
-		for _, a := range x.run.Attachments {
+		for _, a := range atts {
 			if a.Text != "" {
 				size += 2 + len(a.Text)
 			}
@@ -667,7 +956,7 @@ func (x *execution) userMessage(m proto.Message) provider.Message {
 		}
 	}
 	if current {
-		for _, a := range x.run.Attachments {
+		for _, a := range atts {
 			if a.Text != "" {
 				b.WriteString("\n\n")
 				b.WriteString(a.Text)

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/rules"
 )
@@ -149,6 +150,8 @@ type Config struct {
 	ModelSource string `json:"-"`
 
 	rules *rules.Set
+	// catalog is the model catalog of Models (Catalog).
+	catalog *models.Catalog
 }
 
 // Rules is the compiled permission list, workspace rules first.
@@ -226,7 +229,8 @@ func (f *File) check(c *checker, root *node) {
 		f.Models = make(map[string]Model)
 		for _, m := range c.entries(n, "models", maxEntries) {
 			key := keyPath("models", m.key)
-			if _, err := splitModel(m.key, false); err != nil {
+			// "echo" names every echo model (its window sizes them all).
+			if _, err := splitModel(m.key, true); err != nil {
 				c.add(m.keyOff, key, "%v", err)
 				continue
 			}
@@ -487,6 +491,7 @@ func Merge(files ...*File) (*Config, error) {
 		return nil, Errors{{Key: "permissions", Reason: err.Error()}}
 	}
 	cfg.rules = set
+	cfg.catalog = catalogOf(cfg.Models)
 	return cfg, nil
 }
 

@@ -671,3 +671,43 @@ func BenchmarkLoaderWorkspace(b *testing.B) {
 		})
 	}
 }
+
+// The configuration's models feed the model catalog: the server file's
+// entries, the workspace file's over them, each over the built-in table
+// field by field; a workspace without a file has the server's.
+func TestModelsFeedTheCatalog(t *testing.T) {
+	server := mustParse(t, "server.json", `{"providers": {"work": {"type": "openai", "base_url": "http://127.0.0.1:1/v1"}}, "models": {
+		"openai/gpt-4.1": {"context_window": 50000},
+		"work/local": {"context_window": 8000, "input_price": 1, "output_price": 2},
+		"echo": {"context_window": 3000}
+	}}`)
+	root := t.TempDir()
+	writeWorkspaceFile(t, root, `{"models": {"echo": {"context_window": 2000, "max_output_tokens": 100}}}`)
+	cfg, err := ForWorkspace(server, root)
+	require.NoError(t, err)
+	cat := cfg.Catalog()
+
+	w, ok := cat.Window("openai/gpt-4.1")
+	require.True(t, ok)
+	require.EqualValues(t, 50000, w)
+	cost := cat.Cost("openai/gpt-4.1", provider.Usage{InputTokens: 1_000_000})
+	require.NotNil(t, cost, "the built-in price stays")
+	require.InDelta(t, 2.0, *cost, 1e-9)
+
+	cost = cat.Cost("work/local", provider.Usage{InputTokens: 1_000_000, OutputTokens: 500_000})
+	require.NotNil(t, cost)
+	require.InDelta(t, 2.0, *cost, 1e-9)
+
+	spec, _ := cat.Lookup("echo")
+	require.EqualValues(t, 2000, spec.ContextWindow, "the workspace's entry wins")
+	require.EqualValues(t, 100, spec.MaxOutputTokens)
+
+	other, err := ForWorkspace(server, t.TempDir())
+	require.NoError(t, err)
+	w, _ = other.Catalog().Window("echo")
+	require.EqualValues(t, 3000, w)
+
+	var none *Config
+	w, _ = none.Catalog().Window("echo")
+	require.EqualValues(t, 128_000, w, "the built-in table alone")
+}

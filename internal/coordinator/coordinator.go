@@ -139,6 +139,14 @@ type run struct {
 	// config is the workspace's configuration as the prompt was accepted
 	// with; nil for a revived run.
 	config *config.Config
+	// compact makes it a compaction run (POST .../compact): no prompt.
+	compact bool
+
+	// steers are the prompts that joined the run (delivery steer) and
+	// that it has not taken yet; closed is set when it took its last:
+	// a steer then queues as a run of its own. Guarded by sessionRuns.mu.
+	steers []agent.Steer
+	closed bool
 
 	// state is runLive until a cancel claims the run (runCanceled) or the
 	// run commits to another end (runCommitted); it never changes again.
@@ -169,6 +177,27 @@ func (r *run) commit() bool {
 }
 
 func (r *run) isCanceled() bool { return r.state.Load() == runCanceled }
+
+// steerableLocked reports whether a prompt may join r: it will take it
+// before its next model request, or record it with its end. A compaction
+// run has no model step to answer it, a run being interrupted none either,
+// and a canceled one would end it canceled: a prompt accepted after a
+// cancel runs (invariant 4). Callers hold sessionRuns.mu.
+func (r *run) steerableLocked() bool {
+	return !r.compact && !r.closed && r.revive != agent.ReviveInterrupt && r.state.Load() == runLive
+}
+
+// takeSteers hands the run the prompts that joined it (agent.Run.Steers).
+func (sr *sessionRuns) takeSteers(r *run, final bool) []agent.Steer {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	out := r.steers
+	r.steers = nil
+	if final && len(out) == 0 {
+		r.closed = true
+	}
+	return out
+}
 
 // current returns the active run and the ones waiting behind it. Between
 // runs the worker has not yet picked up the head of the queue; that run
@@ -265,12 +294,76 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
 		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
 	}
-	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
+	var state string
+	var position int
+	if req.Delivery == proto.DeliverySteer {
+		state, position, err = c.steer(ctx, ws, sess.ID, r, deletes)
+	} else {
+		state, position, err = c.accept(ctx, ws, sess.ID, r, deletes)
+	}
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
 	if req.ClientID != "" {
 		c.cfg.Sessions.Join(sess.ID, req.ClientID)
+	}
+	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
+}
+
+// steer joins r's prompt to the session's active run when it may take it
+// (see steerableLocked), else accepts r as a run of its own. The joined
+// run's id comes back in r.id. A steer is announced as run.accepted with
+// state steered, on disk before the 202 like any accept: other clients
+// see the prompt arrive, and a crash cannot lose it (Recover records it).
+func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessionID string, r *run, deletes uint64) (state string, position int, err error) {
+	sr := c.lockSession(ws, sessionID)
+	if err := c.admitLocked(ctx, sr, deletes); err != nil {
+		sr.mu.Unlock()
+		return "", 0, err
+	}
+	active, _ := sr.current()
+	if active == nil || !active.steerableLocked() {
+		sr.mu.Unlock()
+		return c.accept(ctx, ws, sessionID, r, deletes)
+	}
+	defer sr.mu.Unlock()
+	st := agent.Steer{MessageID: uuid.Must(uuid.NewV7()).String(), Prompt: r.prompt, ClientID: r.clientID, Attachments: r.attachments}
+	if _, err := ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: active.id,
+		Data:  proto.RunAccepted{RunID: active.id, State: proto.RunSteered, ClientID: r.clientID, Prompt: r.prompt, MessageID: st.MessageID},
+		Touch: time.Now(), // a steer is activity in the session, as a prompt is
+	}); err != nil {
+		return "", 0, fmt.Errorf("accept steered prompt: %w", err)
+	}
+	active.steers = append(active.steers, st)
+	r.id = active.id
+	return proto.RunSteered, 0, nil
+}
+
+// Compact queues a compaction run for the session (POST .../compact),
+// accepted like a prompt: its run.accepted is on disk before the 202.
+func (c *Coordinator) Compact(ctx context.Context, wsID, sessionID string) (proto.PromptAccepted, error) {
+	ws, err := c.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	deletes := c.deletes.Load()
+	changes := c.cfg.Sessions.Changes()
+	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, sessionID)
+	if err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	if err := ws.CheckOpen(); err != nil {
+		return proto.PromptAccepted{}, err
+	}
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return proto.PromptAccepted{}, session.InvalidConfig(err)
+	}
+	r := &run{id: uuid.NewString(), session: &sess, changes: changes, config: cfg, compact: true}
+	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
+	if err != nil {
+		return proto.PromptAccepted{}, err
 	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }
@@ -292,7 +385,7 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
-		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt},
+		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt, Compaction: r.compact},
 		Touch: time.Now(),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
@@ -347,6 +440,11 @@ func tooLong(field, s string, limit int) error {
 }
 
 func validatePrompt(req proto.PromptRequest) error {
+	switch req.Delivery {
+	case "", proto.DeliveryQueue, proto.DeliverySteer:
+	default:
+		return tandem.Invalid("delivery must be %s or %s, got %q", proto.DeliveryQueue, proto.DeliverySteer, req.Delivery)
+	}
 	if req.SessionID == "" {
 		return tandem.Invalid("session_id is required")
 	}
@@ -495,7 +593,8 @@ func (c *Coordinator) endUnstarted(sr *sessionRuns, batch []*run, history *agent
 		}
 		ars[i] = &agent.Run{
 			History: history, ID: r.id, SessionID: sr.id, ClientID: r.clientID,
-			Workspace: sr.ws, Prompt: r.prompt, Attachments: r.attachments,
+			Workspace: sr.ws, Prompt: r.prompt, Attachments: r.attachments, Compact: r.compact,
+			Steers: func(final bool) []agent.Steer { return sr.takeSteers(r, final) },
 		}
 		if r.session != nil {
 			ars[i].Model = r.session.Model
@@ -519,6 +618,8 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		Commit:      r.commit,
 		Revive:      r.revive,
 		Announce:    r.announce,
+		Compact:     r.compact,
+		Steers:      func(final bool) []agent.Steer { return sr.takeSteers(r, final) },
 	}
 	if r.name {
 		if err := c.cfg.Sessions.NameFromPrompt(context.WithoutCancel(ctx), sr.ws.ID, sr.id, r.prompt); err != nil {
@@ -605,15 +706,24 @@ func (c *Coordinator) configure(ar *agent.Run, sess store.Session, cfg *config.C
 	ar.AvailableTools = settings.AvailableTools
 	ar.ExcludedTools = settings.ExcludedTools
 	ar.PermissionMode = settings.PermissionMode
+	ar.Catalog = cfg.Catalog()
+	ar.Compaction = settings.CompactionOrDefault()
+	// The project's instructions are read once as the run starts (and
+	// again when a change of the session's settings reconfigures it).
+	instructions, err := prompt.ReadInstructions(ar.Workspace.Path)
+	if err != nil {
+		c.log.Warn("project instructions left out", "workspace_id", ar.Workspace.ID, "session_id", sess.ID, "err", err)
+	}
 	ar.System = func(tools []string) string {
 		env := prompt.Env{
-			WorkspacePath: ar.Workspace.Path,
-			OS:            runtime.GOOS,
-			Date:          time.Now(),
-			Tools:         tools,
+			WorkspacePath:       ar.Workspace.Path,
+			OS:                  runtime.GOOS,
+			Date:                time.Now(),
+			Tools:               tools,
+			ProjectInstructions: instructions,
 		}
 		// The settings decide the rest of the prompt; their JSON stands for them.
-		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly)}, tools...)
+		key := append([]string{string(sess.Config), env.WorkspacePath, env.Date.Format(time.DateOnly), instructions.File, instructions.Text}, tools...)
 		return c.prompts.get(key, func() string { return prompt.Build(settings.SystemMessage, env) })
 	}
 	p, name, err := c.provider(sess, settings, cfg)

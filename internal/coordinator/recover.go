@@ -42,6 +42,8 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 type lostRun struct {
 	id, sessionID, prompt, clientID string
 	seq                             int64 // of its run.accepted
+	// steers are the prompts that joined it (run.accepted, steered).
+	steers []agent.Steer
 }
 
 func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) error {
@@ -63,6 +65,15 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) e
 				}
 				if err := json.Unmarshal(e.Envelope, &env); err != nil {
 					return fmt.Errorf("decode event %d: %w", e.Seq, err)
+				}
+				if env.Data.State == proto.RunSteered {
+					// A prompt that joined a run: recorded with the run's
+					// end, unless the run had taken it already.
+					if r, ok := open[e.RunID]; ok {
+						r.steers = append(r.steers, agent.Steer{MessageID: env.Data.MessageID, Prompt: env.Data.Prompt, ClientID: env.Data.ClientID})
+						open[e.RunID] = r
+					}
+					continue
 				}
 				open[e.RunID] = lostRun{id: e.RunID, sessionID: e.SessionID, prompt: env.Data.Prompt, clientID: env.Data.ClientID, seq: e.Seq}
 				order = append(order, e.RunID)
@@ -115,6 +126,7 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 			continue // suspended on a client: resume or an answer settles it
 		}
 		c.log.Warn("ending a run lost in a crash", "run_id", r.id, "session_id", r.sessionID)
+		steers := r.steers
 		ar := &agent.Run{
 			ID:        r.id,
 			SessionID: r.sessionID,
@@ -122,6 +134,11 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 			Workspace: ws,
 			Prompt:    r.prompt,
 			Revive:    agent.ReviveInterrupt,
+			Steers: func(bool) []agent.Steer {
+				out := steers
+				steers = nil
+				return out
+			},
 		}
 		if sess, err := c.cfg.Store.GetSession(ctx, wsID, r.sessionID); err == nil {
 			c.configure(ar, sess, c.revivedConfig(ws))

@@ -12,6 +12,8 @@ import (
 // Agent runs prompts; the coordinator implements it.
 type Agent interface {
 	Prompt(ctx context.Context, workspaceID string, req proto.PromptRequest) (proto.PromptAccepted, error)
+	// Compact queues a compaction run of the session.
+	Compact(ctx context.Context, workspaceID, sessionID string) (proto.PromptAccepted, error)
 	Cancel(ctx context.Context, workspaceID, sessionID string) ([]string, error)
 	Status(ctx context.Context, workspaceID, sessionID string) (proto.AgentStatus, error)
 	Resume(ctx context.Context, workspaceID, sessionID string, req proto.ResumeRequest) (proto.ResumeResponse, error)
@@ -29,6 +31,15 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := a.cfg.Agent.Prompt(r.Context(), chi.URLParam(r, "wid"), req)
+	a.Respond(w, r, http.StatusAccepted, acc, err)
+}
+
+func (a *API) compact(w http.ResponseWriter, r *http.Request) {
+	var empty struct{}
+	if !a.Decode(w, r, &empty) {
+		return
+	}
+	acc, err := a.cfg.Agent.Compact(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 

@@ -279,3 +279,12 @@ func (a *API) setModel(w http.ResponseWriter, r *http.Request) {
 	s, err := a.cfg.Sessions.SetModel(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
 	a.Respond(w, r, http.StatusOK, s, err)
 }
+
+func (a *API) updateSession(w http.ResponseWriter, r *http.Request) {
+	var req proto.UpdateSessionRequest
+	if !a.Decode(w, r, &req) {
+		return
+	}
+	s, err := a.cfg.Sessions.Update(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	a.Respond(w, r, http.StatusOK, s, err)
+}

@@ -28,6 +28,9 @@ type Env struct {
 	// allow and deny lists, so the model knows which of the tools the prompt
 	// describes it may actually call.
 	Tools []string
+	// ProjectInstructions are the workspace's AGENTS.md (or CLAUDE.md),
+	// read when the run started (ReadInstructions); empty: no section.
+	ProjectInstructions Instructions
 }
 
 // Section ids, as clients name them in system_message.sections.
@@ -38,12 +41,16 @@ const (
 	CodeChangeRules = "code_change_rules"
 	Environment     = "environment"
 	Guidelines      = "guidelines"
-	Safety          = "safety"
+	// ProjectInstructions is the project's AGENTS.md or CLAUDE.md. It
+	// comes before safety, so that a repository's text cannot have the
+	// last word over it.
+	ProjectInstructions = "project_instructions"
+	Safety              = "safety"
 )
 
 // order is the source of truth for section order; Sections is an exported
 // copy so that a caller who mutates it cannot change what Build produces.
-var order = [...]string{Identity, Tone, ToolUsage, CodeChangeRules, Environment, Guidelines, Safety}
+var order = [...]string{Identity, Tone, ToolUsage, CodeChangeRules, Environment, Guidelines, ProjectInstructions, Safety}
 
 // Sections lists the section ids in prompt order. Treat it as read-only; Build
 // and Validate do not depend on it.
@@ -145,7 +152,7 @@ func Validate(m *proto.SystemMessage) error {
 
 // defaultSections returns the default text of each section, in order.
 func defaultSections(env Env) []string {
-	return []string{identityText, toneText, toolUsageText, codeChangeRulesText, environmentText(env), guidelinesText, safetyText}
+	return []string{identityText, toneText, toolUsageText, codeChangeRulesText, environmentText(env), guidelinesText, projectInstructionsText(env.ProjectInstructions), safetyText}
 }
 
 // join concatenates the non-empty pieces with sep.

@@ -37,7 +37,7 @@ func assertInOrder(t *testing.T, s string, subs ...string) {
 }
 
 func TestSectionsOrder(t *testing.T) {
-	assert.Equal(t, []string{"identity", "tone", "tool_usage", "code_change_rules", "environment", "guidelines", "safety"}, Sections)
+	assert.Equal(t, []string{"identity", "tone", "tool_usage", "code_change_rules", "environment", "guidelines", "project_instructions", "safety"}, Sections)
 	assert.Len(t, defaultSections(testEnv), len(Sections))
 }
 
@@ -135,7 +135,7 @@ func TestCustomize(t *testing.T) {
 		def[2],
 		def[4], "- CI: github actions",
 		def[5],
-		def[6], "AFTER-SAFETY",
+		def[7], "AFTER-SAFETY",
 		"Project rule: use tabs.",
 	}, "\n\n")
 	assert.Equal(t, want, got)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +20,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/config"
+	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/prompt"
+	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -59,6 +62,26 @@ type Settings struct {
 	Provider       *proto.Provider      `json:"provider,omitempty"`
 	// MCPServerNames names the session's own MCP servers.
 	MCPServerNames []string `json:"mcp_server_names,omitempty"`
+	// Compaction is nil for proto.DefaultCompaction.
+	Compaction *proto.Compaction `json:"compaction,omitempty"`
+}
+
+// CompactionOrDefault is the session's compaction settings.
+func (s Settings) CompactionOrDefault() proto.Compaction {
+	if s.Compaction == nil {
+		return proto.DefaultCompaction
+	}
+	return *s.Compaction
+}
+
+// decodeSettings reads a stored session's settings; a record it cannot
+// read has the defaults.
+func decodeSettings(rec store.Session) Settings {
+	var settings Settings
+	if len(rec.Config) > 0 {
+		_ = json.Unmarshal(rec.Config, &settings)
+	}
+	return settings
 }
 
 // ToolRegistry keeps the tools clients offer in sessions.
@@ -205,6 +228,10 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if settings.PermissionMode == "" {
 		settings.PermissionMode = "ask"
 	}
+	if req.Compaction != nil {
+		c := applyCompaction(proto.DefaultCompaction, *req.Compaction)
+		settings.Compaction = &c
+	}
 	settings.MCPServerNames = serverNames(servers)
 	var apiKey string
 	if req.Provider != nil {
@@ -272,7 +299,7 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		SessionID:       rec.ID,
 		Model:           rec.Model,
 		ReasoningEffort: rec.ReasoningEffort,
-		Context:         proto.SessionContext{Cwd: ws.Path},
+		Context:         sess.Context,
 	}}); err != nil {
 		return proto.Session{}, err
 	}
@@ -343,6 +370,9 @@ func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessi
 		return err
 	}
 	if err := prompt.Validate(req.SystemMessage); err != nil {
+		return err
+	}
+	if err := validCompaction(req.Compaction); err != nil {
 		return err
 	}
 	if len(req.Tools) > 0 && req.ClientID == "" {
@@ -476,8 +506,26 @@ func (s *Service) APIKey(sessionID string) string {
 	return s.keys[sessionID]
 }
 
+// catalog is the model catalog of the workspace's configuration; the
+// server's when the workspace's file is invalid (a session is still shown).
+func (s *Service) catalog(ws *workspace.Workspace) *models.Catalog {
+	if s.cfg.Configs == nil {
+		return (*config.Config)(nil).Catalog()
+	}
+	cfg, err := s.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return s.cfg.Configs.Server().Catalog()
+	}
+	return cfg.Catalog()
+}
+
 // view turns a stored session into its API form with run-time fields.
 func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session {
+	return s.viewWith(ws, rec, s.catalog(ws))
+}
+
+// viewWith is view with the workspace's model catalog.
+func (s *Service) viewWith(ws *workspace.Workspace, rec store.Session, cat *models.Catalog) proto.Session {
 	busy, queued := s.rt().State(ws.ID, rec.ID)
 	s.mu.Lock()
 	attached := 0
@@ -487,6 +535,7 @@ func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session
 		}
 	}
 	s.mu.Unlock()
+	settings := decodeSettings(rec)
 	return proto.Session{
 		ID:              rec.ID,
 		WorkspaceID:     rec.WorkspaceID,
@@ -499,8 +548,28 @@ func (s *Service) view(ws *workspace.Workspace, rec store.Session) proto.Session
 		Busy:            busy,
 		Queued:          queued,
 		AttachedClients: attached,
-		Context:         proto.SessionContext{Cwd: ws.Path},
+		Context:         s.context(ws, rec, settings, cat),
+		Usage:           rec.Usage,
+		Compaction:      settings.CompactionOrDefault(),
 	}
+}
+
+// context is the session's context: its size as its last run left it,
+// or, for a session that never ran, an estimate of its system prompt
+// (without the project's instructions and the tools' definitions, which
+// would take reading the workspace). Estimates are approximate (about
+// provider.BytesPerToken bytes a token).
+func (s *Service) context(ws *workspace.Workspace, rec store.Session, settings Settings, cat *models.Catalog) proto.SessionContext {
+	c := proto.SessionContext{Cwd: ws.Path, Tokens: rec.ContextTokens}
+	if c.Tokens == 0 {
+		c.Tokens = provider.EstimateText(prompt.Build(settings.SystemMessage, prompt.Env{
+			WorkspacePath: ws.Path, OS: runtime.GOOS, Date: time.Now(),
+		}))
+	}
+	if w, ok := cat.Window(rec.Model); ok {
+		c.Window = &w
+	}
+	return c
 }
 
 // Lookup returns the workspace and stored session, or the contract's 404s.
@@ -566,8 +635,9 @@ func (s *Service) List(ctx context.Context, wsID string) ([]proto.Session, error
 		return nil, fmt.Errorf("list sessions of %s: %w", ws.ID, err)
 	}
 	out := make([]proto.Session, len(recs))
+	cat := s.catalog(ws)
 	for i, rec := range recs {
-		out[i] = s.view(ws, rec)
+		out[i] = s.viewWith(ws, rec, cat)
 	}
 	return out, nil
 }

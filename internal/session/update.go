@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -170,4 +171,121 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 	// in between has the new provider with the old key.
 	s.changes.Add(1)
 	return nil
+}
+
+// applyCompaction is c with the options' fields set.
+func applyCompaction(c proto.Compaction, o proto.CompactionOptions) proto.Compaction {
+	if o.Auto != nil {
+		c.Auto = *o.Auto
+	}
+	if o.Threshold != nil {
+		c.Threshold = *o.Threshold
+	}
+	return c
+}
+
+// validCompaction refuses a threshold outside (0, 1]; nil is valid.
+func validCompaction(o *proto.CompactionOptions) error {
+	if o == nil || o.Threshold == nil {
+		return nil
+	}
+	if t := *o.Threshold; !(t > 0 && t <= 1) {
+		return tandem.Invalid("compaction.threshold must be above 0 and at most 1 (a fraction of the model's context window), got %v", t)
+	}
+	return nil
+}
+
+// Bounds of the tool lists a session may carry.
+const (
+	maxToolNames   = 1024
+	maxToolNameLen = 256
+)
+
+func validToolList(field string, names []string) error {
+	if len(names) > maxToolNames {
+		return tandem.Invalid("%s has %d names; at most %d are allowed", field, len(names), maxToolNames)
+	}
+	for i, n := range names {
+		if strings.TrimSpace(n) == "" {
+			return tandem.Invalid("%s[%d] must not be empty", field, i)
+		}
+		if err := tooLong(fmt.Sprintf("%s[%d]", field, i), n, maxToolNameLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Update changes the session's title, compaction, permission mode or tool
+// lists (PATCH): the fields given, checked first, so that a bad one changes
+// nothing. The change and its session.updated are written together. A
+// running run reads the new settings before its next model request.
+func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.UpdateSessionRequest) (proto.Session, error) {
+	if req.Title != nil {
+		if strings.TrimSpace(*req.Title) == "" {
+			return proto.Session{}, tandem.Invalid("title must not be empty")
+		}
+		if err := tooLong("title", *req.Title, maxTitle); err != nil {
+			return proto.Session{}, err
+		}
+	}
+	if err := validCompaction(req.Compaction); err != nil {
+		return proto.Session{}, err
+	}
+	if m := req.PermissionMode; m != nil && !slices.Contains(permissionModes, *m) {
+		return proto.Session{}, tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), *m)
+	}
+	if req.AvailableTools != nil {
+		if err := validToolList("available_tools", *req.AvailableTools); err != nil {
+			return proto.Session{}, err
+		}
+	}
+	if req.ExcludedTools != nil {
+		if err := validToolList("excluded_tools", *req.ExcludedTools); err != nil {
+			return proto.Session{}, err
+		}
+	}
+	var encodeErr error
+	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
+		var settings Settings
+		if len(rec.Config) > 0 {
+			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
+				return false // keep the stored settings rather than lose them
+			}
+		}
+		if req.Title != nil {
+			rec.Title = *req.Title
+		}
+		if req.Compaction != nil {
+			c := applyCompaction(settings.CompactionOrDefault(), *req.Compaction)
+			settings.Compaction = &c
+		}
+		if req.PermissionMode != nil {
+			settings.PermissionMode = *req.PermissionMode
+		}
+		if req.AvailableTools != nil {
+			settings.AvailableTools = *req.AvailableTools
+		}
+		if req.ExcludedTools != nil {
+			settings.ExcludedTools = *req.ExcludedTools
+		}
+		conf, err := json.Marshal(settings)
+		if err != nil {
+			encodeErr = err
+			return false
+		}
+		rec.Config = conf
+		// Even an update that changes nothing is announced: the client
+		// asked, and every client then knows the settings.
+		return true
+	}, func(ws *workspace.Workspace, rec store.Session) workspace.Draft {
+		return workspace.Draft{Type: proto.EventSessionUpdated, SessionID: rec.ID, Data: s.view(ws, rec)}
+	})
+	if err != nil {
+		return proto.Session{}, err
+	}
+	if encodeErr != nil {
+		return proto.Session{}, fmt.Errorf("update session %s: %w", sessionID, encodeErr)
+	}
+	return s.view(ws, rec), nil
 }

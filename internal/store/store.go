@@ -52,6 +52,21 @@ type Session struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	MessageCount int // computed on read; ignored on write
+	// Usage is the sum of the usage of the session's runs that have
+	// ended, and ContextTokens the size of its conversation as its last
+	// run left it (0: never set). Only events change them (Event.Usage);
+	// CreateSession and UpdateSession ignore them.
+	Usage         proto.Usage
+	ContextTokens int64
+}
+
+// SessionUsage is what a run adds to its session's usage when it ends.
+type SessionUsage struct {
+	// Add is added to the session's Usage: each count, and the cost when
+	// Add has one (a session's cost is absent until a run had one).
+	Add proto.Usage
+	// ContextTokens, when above 0, replaces the session's ContextTokens.
+	ContextTokens int64
 }
 
 // Event is a persisted event of the workspace log.
@@ -82,6 +97,10 @@ type Event struct {
 	// is never on disk without its event, nor the event without the change.
 	// Not read back.
 	Session *Session
+	// Usage, when set, is added to the session's usage (see SessionUsage)
+	// in the event's transaction, so a run's usage is counted exactly once
+	// with its end. Not read back.
+	Usage *SessionUsage
 }
 
 // Pending is a request a parked run waits on (a permission or a client tool call).

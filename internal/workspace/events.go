@@ -34,6 +34,9 @@ type Draft struct {
 	// Session, when set, is the changed session record the event announces,
 	// stored with it in one transaction (see store.Event).
 	Session *store.Session
+	// Usage, when set, is added to the session's usage with the event, in
+	// one transaction (see store.Event).
+	Usage *store.SessionUsage
 }
 
 // eventLog numbers, persists and publishes a workspace's events.
@@ -222,6 +225,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		MessageJSON: data, // the event's data is the message (see Draft)
 		Touch:       d.Touch,
 		Session:     d.Session,
+		Usage:       d.Usage,
 	}, sl, nil
 }
 

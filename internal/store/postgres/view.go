@@ -152,15 +152,19 @@ func (v *view) ReserveBlock(ctx context.Context, workspaceID string, n int64) (f
 
 // ---- sessions
 
-const sessionCols = `id, workspace_id, title, model, reasoning_effort, config, created_at, updated_at, message_count`
+const sessionCols = `id, workspace_id, title, model, reasoning_effort, config, created_at, updated_at, message_count,
+	input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, context_tokens`
 
 func scanSession(r pgx.Row) (store.Session, error) {
 	var (
 		s      store.Session
 		config *string
+		u      = &s.Usage
 	)
 	if err := r.Scan(&s.ID, &s.WorkspaceID, &s.Title, &s.Model, &s.ReasoningEffort, &config,
-		&s.CreatedAt, &s.UpdatedAt, &s.MessageCount); err != nil {
+		&s.CreatedAt, &s.UpdatedAt, &s.MessageCount,
+		&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.ReasoningTokens,
+		&u.CostUSD, &s.ContextTokens); err != nil {
 		return store.Session{}, err
 	}
 	if config != nil {
@@ -250,6 +254,21 @@ func (v *view) TouchSession(ctx context.Context, id string, at time.Time) error 
 
 func touchStmt(id string, at time.Time) stmt {
 	return stmt{sql: `UPDATE sessions SET updated_at = GREATEST(updated_at, $1) WHERE id = $2`, args: []any{micro(at), id}}
+}
+
+// usageStmt adds a run's usage to its session (store.SessionUsage).
+func usageStmt(sessionID string, su store.SessionUsage) stmt {
+	u := su.Add
+	// A NULL cost adds nothing, and keeps an unknown cost unknown.
+	return stmt{sql: `UPDATE sessions SET
+		input_tokens = input_tokens + $1, output_tokens = output_tokens + $2,
+		cache_read_tokens = cache_read_tokens + $3, cache_write_tokens = cache_write_tokens + $4,
+		reasoning_tokens = reasoning_tokens + $5,
+		cost_usd = CASE WHEN $6::double precision IS NULL THEN cost_usd ELSE COALESCE(cost_usd, 0) + $6 END,
+		context_tokens = CASE WHEN $7::bigint > 0 THEN $7 ELSE context_tokens END
+		WHERE id = $8`,
+		args: []any{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens,
+			u.CostUSD, su.ContextTokens, sessionID}}
 }
 
 // DeleteSession implements store.Store, in one statement: the session row
@@ -368,6 +387,9 @@ func (v *view) AppendEvents(ctx context.Context, es []store.Event) error {
 		}
 		if !e.Touch.IsZero() {
 			stmts = append(stmts, touchStmt(e.SessionID, e.Touch))
+		}
+		if e.Usage != nil && e.SessionID != "" {
+			stmts = append(stmts, usageStmt(e.SessionID, *e.Usage))
 		}
 		stmts = append(stmts, stmt{sql: `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			args: []any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, nonNil(e.Envelope)}})

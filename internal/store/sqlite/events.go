@@ -84,6 +84,9 @@ func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 	if !e.Touch.IsZero() {
 		stmts = append(stmts, touchStmt(e.SessionID, e.Touch))
 	}
+	if e.Usage != nil && e.SessionID != "" {
+		stmts = append(stmts, usageStmt(e.SessionID, *e.Usage))
+	}
 	return append(stmts, stmt{
 		`INSERT INTO events (` + eventCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		[]any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env},

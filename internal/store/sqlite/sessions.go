@@ -15,17 +15,26 @@ import (
 // triggers keep (migration 0002), so reading a session costs the same
 // however long its conversation is.
 const sessionCols = `s.id, s.workspace_id, s.title, s.model, s.reasoning_effort, s.config,
-	s.created_at, s.updated_at, s.message_count`
+	s.created_at, s.updated_at, s.message_count,
+	s.input_tokens, s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.reasoning_tokens,
+	s.cost_usd, s.context_tokens`
 
 func scanSession(sc scanner) (store.Session, error) {
 	var (
 		s                store.Session
 		config           []byte
 		created, updated int64
+		cost             sql.NullFloat64
+		u                = &s.Usage
 	)
 	if err := sc.Scan(&s.ID, &s.WorkspaceID, &s.Title, &s.Model, &s.ReasoningEffort, &config,
-		&created, &updated, &s.MessageCount); err != nil {
+		&created, &updated, &s.MessageCount,
+		&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.ReasoningTokens,
+		&cost, &s.ContextTokens); err != nil {
 		return store.Session{}, err
+	}
+	if cost.Valid {
+		u.CostUSD = &cost.Float64
 	}
 	if config != nil {
 		s.Config = json.RawMessage(config)
@@ -154,4 +163,22 @@ func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
 
 func touchStmt(id string, at time.Time) stmt {
 	return stmt{`UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?`, []any{toMicros(at), id}}
+}
+
+// usageStmt adds a run's usage to its session (store.SessionUsage).
+func usageStmt(sessionID string, su store.SessionUsage) stmt {
+	u := su.Add
+	var cost any // NULL adds nothing, and keeps an unknown cost unknown
+	if u.CostUSD != nil {
+		cost = *u.CostUSD
+	}
+	return stmt{`UPDATE sessions SET
+		input_tokens = input_tokens + ?1, output_tokens = output_tokens + ?2,
+		cache_read_tokens = cache_read_tokens + ?3, cache_write_tokens = cache_write_tokens + ?4,
+		reasoning_tokens = reasoning_tokens + ?5,
+		cost_usd = CASE WHEN ?6 IS NULL THEN cost_usd ELSE COALESCE(cost_usd, 0) + ?6 END,
+		context_tokens = CASE WHEN ?7 > 0 THEN ?7 ELSE context_tokens END
+		WHERE id = ?8`,
+		[]any{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens,
+			cost, su.ContextTokens, sessionID}}
 }
