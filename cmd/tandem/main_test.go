@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -35,7 +36,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build tandem: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// pgtest stops the PostgreSQL server the cluster tests started.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

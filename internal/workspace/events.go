@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -57,6 +58,9 @@ type eventLog struct {
 	// write); waiting holds the numbered events not yet published.
 	published int64
 	waiting   map[int64]*slot
+	// pub, in a cluster, takes each event after the local streams, for
+	// the other nodes'.
+	pub bus.Publisher
 }
 
 // slot is one numbered event on its way to the hub.
@@ -81,6 +85,9 @@ func (l *eventLog) flushLocked() {
 		}
 		if sl.ev != nil {
 			l.ws.topic.Publish(*sl.ev)
+			if l.pub != nil {
+				l.pub.Publish(*sl.ev)
+			}
 		}
 		l.published = next
 		delete(l.waiting, next)
@@ -176,6 +183,9 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		data = fit(data, MaxEventData)
 	}
 	keep := kept(d.Type) && !d.Ephemeral
+	if !w.emitting() {
+		return proto.Event{}, nil, nil, w.errNotOwner()
+	}
 	l := &w.log
 	l.mu.Lock()
 	for l.seq >= l.reserved {

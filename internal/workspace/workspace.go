@@ -4,7 +4,10 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/tandem-dev/tandem/internal/bus"
 
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -40,6 +43,11 @@ type Workspace struct {
 	gen uint64
 
 	log eventLog
+
+	// owned is set while this node owns the workspace (cluster only).
+	owned  atomic.Bool
+	feedMu sync.Mutex
+	feed   *bus.Feed // the bus feed of a follower's streams
 }
 
 func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
@@ -53,6 +61,9 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
 	w.log = newEventLog(w, head)
+	if w.clustered() {
+		w.follow()
+	}
 	// A closed workspace still has a context, canceled, so callers never see nil.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.cancel()
@@ -256,7 +267,9 @@ func (w *Workspace) close(reason string, endStreams bool) {
 	w.mu.Unlock()
 
 	w.m.log.Info("workspace closing", "workspace_id", w.ID, "reason", reason)
-	if _, err := w.Emit(context.Background(), Draft{
+	if !w.emitting() {
+		// A follower announces nothing: the owner does.
+	} else if _, err := w.Emit(context.Background(), Draft{
 		Type: proto.EventWorkspaceClosing,
 		Data: proto.WorkspaceClosing{Reason: reason},
 	}); err != nil {
@@ -309,6 +322,9 @@ func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *St
 		return err
 	}
 	defer w.release(so.ClientID)
+	if opts.Resume {
+		w.waitHead(ctx, opts.LastEventID)
+	}
 	return w.topic.Serve(ctx, rw, so)
 }
 
@@ -345,6 +361,9 @@ func (w *Workspace) release(clientID string) {
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {
+	if !w.emitting() {
+		return // the owner announces its own streams only (claims are per node)
+	}
 	w.mu.Lock()
 	n := w.total
 	w.mu.Unlock()

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// A cluster of these tests: real tandem serve processes on one PostgreSQL
+// database (pgtest: a throwaway server, or TANDEM_TEST_POSTGRES) and one
+// NATS server run in this process. Without PostgreSQL the tests fail;
+// they never skip.
+type testCluster struct {
+	t     *testing.T
+	env   []string
+	nodes []*proc
+}
+
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	db := pgtest.Database(t)
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go ns.Start()
+	require.True(t, ns.ReadyForConnections(10*time.Second), "nats server starts")
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	c := &testCluster{t: t, env: []string{"TANDEM_TOKEN=crash-token", "TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.ClientURL()}}
+	for i := range n {
+		c.nodes = append(c.nodes, c.start(i))
+	}
+	return c
+}
+
+func (c *testCluster) start(i int) *proc {
+	env := append(append([]string{}, c.env...), "TANDEM_DATA_DIR="+c.t.TempDir(), "TANDEM_NODE_ID=node-"+strconv.Itoa(i))
+	return startServe(c.t, env)
+}
+
+func (c *testCluster) url(i int) string { return c.nodes[i].url }
+
+// clusterStream is one SSE stream of a test client.
+type clusterStream struct {
+	client string
+	events chan proto.Event
+}
+
+// openStream opens the workspace's stream on a node, resuming after last
+// when last >= 0.
+func openStream(t *testing.T, url, wsID string, last int64) *clusterStream {
+	t.Helper()
+	s := &clusterStream{client: uuid.NewString(), events: make(chan proto.Event, 4096)}
+	req, err := http.NewRequest("GET", fmt.Sprintf("%s/v1/workspaces/%s/events?client_id=%s", url, wsID, s.client), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer crash-token")
+	if last >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ended := make(chan struct{})
+	t.Cleanup(func() {
+		close(ended)
+		resp.Body.Close()
+	})
+	go func() {
+		defer close(s.events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		var typ string
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				typ = v
+				continue
+			}
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var ev proto.Event
+			if typ == "stream.reset" {
+				ev.Type = typ // a control frame: the test wants to see it
+			} else if json.Unmarshal([]byte(data), &ev) != nil || ev.Seq == 0 {
+				continue
+			}
+			select {
+			case s.events <- ev:
+			case <-ended:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// until collects the stream's events up to and including the first one
+// of the type for the run.
+func (s *clusterStream) until(t *testing.T, typ, runID string) []proto.Event {
+	t.Helper()
+	var got []proto.Event
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			require.True(t, ok, "the stream ended before %s", typ)
+			require.NotEqual(t, "stream.reset", ev.Type, "a resume that can be served is never reset")
+			got = append(got, ev)
+			if ev.Type == typ && ev.RunID == runID {
+				return got
+			}
+		case <-deadline:
+			t.Fatalf("no %s for run %s", typ, runID)
+		}
+	}
+}
+
+// kept returns "seq type" of the kept events, in order.
+func kept(evs []proto.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		if !ev.Ephemeral {
+			out = append(out, fmt.Sprintf("%d %s %s", ev.Seq, ev.Type, ev.RunID))
+		}
+	}
+	return out
+}
+
+func after(evs []proto.Event, seq int64) []proto.Event {
+	for i, ev := range evs {
+		if ev.Seq > seq {
+			return evs[i:]
+		}
+	}
+	return nil
+}
+
+func (c *testCluster) workspace(node int) (proto.Workspace, proto.Session) {
+	t := c.t
+	var ws proto.Workspace
+	require.Equal(t, http.StatusCreated, crashCall(t, c.url(node), "POST", "/v1/workspaces", map[string]string{"path": t.TempDir()}, &ws))
+	var sess proto.Session
+	require.Equal(t, http.StatusCreated, crashCall(t, c.url(node), "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &sess))
+	return ws, sess
+}
+
+func (c *testCluster) prompt(node int, wsID, sessionID, prompt string) proto.PromptAccepted {
+	var acc proto.PromptAccepted
+	require.Equal(c.t, http.StatusAccepted, crashCall(c.t, c.url(node), "POST", "/v1/workspaces/"+wsID+"/agent",
+		proto.PromptRequest{SessionID: sessionID, Prompt: prompt}, &acc))
+	return acc
+}
+
+// Clients on different nodes see one stream: the same kept events with
+// the same seqs. A prompt sent to node 1 asks a permission that a client
+// of node 2 answers, and node 3 streams the answer and the run's end. A
+// client that moves to another node with Last-Event-ID gets the rest, no
+// gap, no duplicate. Fifty clients answering one permission through the
+// three nodes: one 200, 49 409s.
+func TestClusterNodesShareOneWorkspace(t *testing.T) {
+	c := startCluster(t, 3)
+	ws, sess := c.workspace(0)
+	streams := []*clusterStream{openStream(t, c.url(0), ws.ID, -1), openStream(t, c.url(1), ws.ID, -1), openStream(t, c.url(2), ws.ID, -1)}
+
+	acc := c.prompt(0, ws.ID, sess.ID, `/tool bash {"command": "echo answered"}`)
+	var pr proto.PermissionRequest
+	first := streams[2].until(t, proto.EventPermissionRequested, acc.RunID)
+	require.NoError(t, json.Unmarshal(first[len(first)-1].Data, &pr))
+	var ans map[string]any
+	require.Equal(t, http.StatusOK, crashCall(t, c.url(1), "POST", "/v1/workspaces/"+ws.ID+"/permissions/"+pr.RequestID,
+		proto.PermissionAnswer{ClientID: streams[1].client, Decision: proto.DecisionApproveOnce}, &ans))
+	rest := streams[2].until(t, proto.EventRunCompleted, acc.RunID)
+	var sawFinish bool
+	for _, ev := range rest {
+		if ev.Type == proto.EventToolFinished && strings.Contains(string(ev.Data), "answered") {
+			sawFinish = true
+		}
+	}
+	assert.True(t, sawFinish, "node 3 streams the approved tool's output")
+	all := [][]proto.Event{nil, nil, append(first, rest...)}
+	for i := range 2 {
+		all[i] = streams[i].until(t, proto.EventRunCompleted, acc.RunID)
+	}
+	require.NotEmpty(t, kept(all[0]))
+	for i := 1; i < 3; i++ {
+		assert.Equal(t, kept(all[0]), kept(all[i]), "node %d streams the same events with the same seqs", i+1)
+	}
+
+	// Resume on another node from the middle of the run.
+	mid := all[0][len(all[0])/2].Seq
+	resumed := openStream(t, c.url(2), ws.ID, mid)
+	got := resumed.until(t, proto.EventRunCompleted, acc.RunID)
+	assert.Equal(t, kept(after(all[0], mid)), kept(got), "a resume on another node loses nothing and repeats nothing")
+
+	// Fifty answers to one permission, through every node.
+	acc2 := c.prompt(1, ws.ID, sess.ID, `/tool bash {"command": "echo again"}`)
+	evs := streams[0].until(t, proto.EventPermissionRequested, acc2.RunID)
+	require.NoError(t, json.Unmarshal(evs[len(evs)-1].Data, &pr))
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			code := crashCall(t, c.url(i%3), "POST", "/v1/workspaces/"+ws.ID+"/permissions/"+pr.RequestID,
+				proto.PermissionAnswer{ClientID: uuid.NewString(), Decision: proto.DecisionApproveOnce}, nil)
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, map[int]int{http.StatusOK: 1, http.StatusConflict: 49}, codes)
+	streams[1].until(t, proto.EventRunCompleted, acc2.RunID)
+	outcomes := runOutcomes(t, c.url(2), ws.ID, sess.ID)
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, outcomes[acc.RunID])
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, outcomes[acc2.RunID])
+
+	var h proto.Health
+	resp, err := http.Get(c.url(1) + "/v1/health")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+	resp.Body.Close()
+	assert.Equal(t, "node-1", h.NodeID)
+}
