@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +239,97 @@ func TestClusterNodesShareOneWorkspace(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
 	resp.Body.Close()
 	assert.Equal(t, "node-1", h.NodeID)
+}
+
+// kill -9 of a workspace's owner in the middle of a run: another node owns
+// the workspace within 15 s; the run ends interrupted, the work parked on
+// a permission stays answerable (and its run goes on when answered), the
+// run queued behind the lost one runs; every 202 has exactly one
+// run.completed.
+func TestClusterOwnerKilledMidRunIsReplaced(t *testing.T) {
+	c := startCluster(t, 3)
+	// Node 1's requests come first: it takes the workspace.
+	ws, sess := c.workspace(0)
+	var parkedSess proto.Session
+	require.Equal(t, http.StatusCreated, crashCall(t, c.url(1), "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{}, &parkedSess))
+	s1 := openStream(t, c.url(1), ws.ID, -1)
+	s2 := openStream(t, c.url(2), ws.ID, -1)
+
+	parked := c.prompt(2, ws.ID, parkedSess.ID, `/tool bash {"command": "echo parked"}`)
+	evs := s1.until(t, proto.EventPermissionRequested, parked.RunID)
+	var pr proto.PermissionRequest
+	require.NoError(t, json.Unmarshal(evs[len(evs)-1].Data, &pr))
+	running := c.prompt(1, ws.ID, sess.ID, "/slow 100000 20")
+	queued := c.prompt(2, ws.ID, sess.ID, "waiting in line")
+	assert.Equal(t, proto.RunQueued, queued.State)
+	s2.until(t, proto.EventMessageDelta, running.RunID)
+
+	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGKILL))
+	<-c.nodes[0].done
+	killed := time.Now()
+	end := s1.until(t, proto.EventRunCompleted, running.RunID)
+	took := time.Since(killed)
+	t.Logf("the lost run ended %v after the owner was killed", took)
+	assert.Less(t, took, 15*time.Second, "another node takes the workspace within 15 s")
+	var rc proto.RunCompleted
+	require.NoError(t, json.Unmarshal(end[len(end)-1].Data, &rc))
+	assert.Equal(t, proto.OutcomeInterrupted, rc.Outcome)
+	s2.until(t, proto.EventRunCompleted, queued.RunID)
+
+	// The parked work is answerable on the new owner, through either node.
+	require.Equal(t, http.StatusOK, crashCall(t, c.url(2), "POST", "/v1/workspaces/"+ws.ID+"/permissions/"+pr.RequestID,
+		proto.PermissionAnswer{ClientID: s2.client, Decision: proto.DecisionApproveOnce}, nil))
+	s1.until(t, proto.EventRunCompleted, parked.RunID)
+
+	outcomes := runOutcomes(t, c.url(1), ws.ID, sess.ID)
+	assert.Equal(t, []string{proto.OutcomeInterrupted}, outcomes[running.RunID])
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, outcomes[queued.RunID])
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, runOutcomes(t, c.url(2), ws.ID, parkedSess.ID)[parked.RunID])
+
+	// And new prompts run, through any node left.
+	again := c.prompt(2, ws.ID, sess.ID, "after the takeover")
+	s1.until(t, proto.EventRunCompleted, again.RunID)
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, runOutcomes(t, c.url(1), ws.ID, sess.ID)[again.RunID])
+}
+
+// An owner paused (SIGSTOP) past its lease loses the workspace to another
+// node; resumed, it writes nothing more for it: its run's end is written
+// once, by the new owner, as interrupted.
+func TestClusterPausedOwnerWritesNothingAfterItsLease(t *testing.T) {
+	c := startCluster(t, 2)
+	ws, sess := c.workspace(0)
+	s1 := openStream(t, c.url(1), ws.ID, -1)
+	running := c.prompt(1, ws.ID, sess.ID, "/slow 100000 20")
+	s1.until(t, proto.EventMessageDelta, running.RunID)
+
+	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGSTOP))
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = c.nodes[0].cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	s1.until(t, proto.EventRunCompleted, running.RunID)
+	var before proto.EventList
+	require.Equal(t, http.StatusOK, crashCall(t, c.url(1), "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", ws.ID, sess.ID), nil, &before))
+
+	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGCONT))
+	resumed = true
+	// The old owner learns at its next renewal that it lost the lease.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(c.nodes[0].stderr.String(), "workspace lost") {
+		require.True(t, time.Now().Before(deadline), "the resumed node notices it lost the lease; stderr:\n%s", c.nodes[0].stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its run has ended there too (its context is canceled), so whatever
+	// it tried to write was tried by now. A prompt through it reaches the
+	// new owner.
+	again := c.prompt(0, ws.ID, sess.ID, "after the pause")
+	s1.until(t, proto.EventRunCompleted, again.RunID)
+	var afterList proto.EventList
+	require.Equal(t, http.StatusOK, crashCall(t, c.url(1), "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?after=%d&limit=1000", ws.ID, sess.ID, before.Events[len(before.Events)-1].Seq), nil, &afterList))
+	for _, ev := range afterList.Events {
+		assert.Equal(t, again.RunID, ev.RunID, "nothing but the new run was written after the takeover: %s %s", ev.Type, ev.Data)
+	}
+	assert.Equal(t, []string{proto.OutcomeInterrupted}, runOutcomes(t, c.url(1), ws.ID, sess.ID)[running.RunID])
 }
