@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,10 +309,10 @@ type StreamOptions struct {
 	Resume      bool
 }
 
-// Stream claims the workspace for the stream's lifetime and serves it on rw
+// Stream claims the workspace for the stream's lifetime and serves it on sink
 // until ctx ends or the stream is evicted or disconnected. A claim error is
 // returned before anything is written.
-func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *StreamOptions) error {
+func (w *Workspace) Stream(ctx context.Context, sink hub.Sink, opts *StreamOptions) error {
 	// An idle stream waits in Serve for as long as its client stays: the
 	// claim and its release are done in functions of their own so that
 	// this frame, under the wait, stays small (see hub.Topic.Serve).
@@ -325,7 +324,7 @@ func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *St
 	if opts.Resume {
 		w.waitHead(ctx, opts.LastEventID)
 	}
-	return w.topic.Serve(ctx, rw, so)
+	return w.topic.Serve(ctx, sink, so)
 }
 
 // claim attaches a stream of opts.ClientID and returns how to serve it.
