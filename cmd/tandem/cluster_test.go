@@ -303,6 +303,14 @@ func TestClusterPausedOwnerWritesNothingAfterItsLease(t *testing.T) {
 	s1.until(t, proto.EventMessageDelta, running.RunID)
 
 	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGSTOP))
+	// A write sent to the paused owner now reaches it only once it runs
+	// again, after another node took the workspace: the database refuses
+	// it, whatever the old owner still believes.
+	late := make(chan int, 1)
+	go func() {
+		late <- crashCall(t, c.url(1), "POST", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/log", ws.ID, sess.ID),
+			map[string]string{"level": "info", "message": "sent to the paused owner"}, nil)
+	}()
 	resumed := false
 	t.Cleanup(func() {
 		if !resumed {
@@ -315,6 +323,12 @@ func TestClusterPausedOwnerWritesNothingAfterItsLease(t *testing.T) {
 
 	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGCONT))
 	resumed = true
+	select {
+	case code := <-late:
+		assert.Equal(t, http.StatusServiceUnavailable, code, "the paused owner's late write is refused")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request sent to the paused owner never got an answer")
+	}
 	// The old owner learns at its next renewal that it lost the lease.
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(c.nodes[0].stderr.String(), "workspace lost") {

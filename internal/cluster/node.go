@@ -40,7 +40,9 @@ import (
 const (
 	DefaultLeaseTTL = 5 * time.Second
 	DefaultTick     = time.Second
-	DefaultForward  = 30 * time.Second
+	// DefaultForward bounds a forwarded request: past it the owner is
+	// taken for gone (503 workspace_unavailable).
+	DefaultForward = 10 * time.Second
 )
 
 // Recoverer takes over what a previous owner left of a workspace's runs
