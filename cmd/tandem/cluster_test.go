@@ -26,12 +26,12 @@ import (
 // NATS server run in this process. Without PostgreSQL the tests fail;
 // they never skip.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	env   []string
 	nodes []*proc
 }
 
-func startCluster(t *testing.T, n int) *testCluster {
+func startCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	db := pgtest.Database(t)
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})

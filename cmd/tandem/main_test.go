@@ -68,7 +68,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startServe(t *testing.T, env []string, args ...string) *proc {
+func startServe(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -79,7 +79,7 @@ func startServe(t *testing.T, env []string, args ...string) *proc {
 
 // startServeCmd starts a tandem serve command and waits for its listening
 // line.
-func startServeCmd(t *testing.T, cmd *exec.Cmd) *proc {
+func startServeCmd(t testing.TB, cmd *exec.Cmd) *proc {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
