@@ -372,26 +372,22 @@ func (n *Node) renew() {
 func (n *Node) watch() {
 	ctx, cancel := context.WithTimeout(n.ctx, 5*n.cfg.Tick)
 	defer cancel()
-	wss, err := n.cfg.Store.ListWorkspaces(ctx)
+	leases, err := n.cfg.Store.Leases(ctx)
 	if err != nil {
-		n.log.Warn("list workspaces", "err", err)
+		n.log.Warn("list leases", "err", err)
 		return
 	}
 	now := time.Now()
-	for _, w := range wss {
-		if n.owns(w.ID) {
+	for _, l := range leases {
+		if n.owns(l.WorkspaceID) {
 			continue
-		}
-		l, err := n.cfg.Store.GetLease(ctx, w.ID)
-		if err != nil {
-			continue // never owned: taken on demand
 		}
 		if live(l, now) {
 			n.remember(l)
 			continue
 		}
-		if err := n.take(ctx, w.ID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
-			n.log.Warn("take over workspace", "workspace_id", w.ID, "err", err)
+		if err := n.take(ctx, l.WorkspaceID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
+			n.log.Warn("take over workspace", "workspace_id", l.WorkspaceID, "err", err)
 		}
 	}
 }
