@@ -60,6 +60,7 @@ func (c *testCluster) url(i int) string { return c.nodes[i].url }
 type clusterStream struct {
 	client string
 	events chan proto.Event
+	close  func()
 }
 
 // openStream opens the workspace's stream on a node, resuming after last
@@ -77,10 +78,14 @@ func openStream(t *testing.T, url, wsID string, last int64) *clusterStream {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	ended := make(chan struct{})
-	t.Cleanup(func() {
-		close(ended)
-		resp.Body.Close()
-	})
+	var once sync.Once
+	s.close = func() {
+		once.Do(func() {
+			close(ended)
+			resp.Body.Close()
+		})
+	}
+	t.Cleanup(s.close)
 	go func() {
 		defer close(s.events)
 		sc := bufio.NewScanner(resp.Body)
@@ -232,6 +237,17 @@ func TestClusterNodesShareOneWorkspace(t *testing.T) {
 	outcomes := runOutcomes(t, c.url(2), ws.ID, sess.ID)
 	assert.Equal(t, []string{proto.OutcomeEndTurn}, outcomes[acc.RunID])
 	assert.Equal(t, []string{proto.OutcomeEndTurn}, outcomes[acc2.RunID])
+
+	// A stream on any node is a claim on the owner: four streams, on
+	// three nodes, are four clients; one closing is one less.
+	clients := func() int {
+		var info proto.Workspace
+		require.Equal(t, http.StatusOK, crashCall(t, c.url(2), "GET", "/v1/workspaces/"+ws.ID, nil, &info))
+		return info.Clients
+	}
+	require.Eventually(t, func() bool { return clients() == 4 }, 10*time.Second, 50*time.Millisecond, "clients of every node count")
+	resumed.close()
+	require.Eventually(t, func() bool { return clients() == 3 }, 10*time.Second, 50*time.Millisecond, "a stream closed on a follower is released on the owner")
 
 	var h proto.Health
 	resp, err := http.Get(c.url(1) + "/v1/health")

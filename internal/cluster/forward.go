@@ -194,42 +194,58 @@ func (n *Node) serveForwarded(m *nats.Msg) {
 	select {
 	case n.serving <- struct{}{}:
 	default:
-		n.reply(m, http.StatusServiceUnavailable, nil)
+		n.replyBusy(m)
 		return
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer func() { <-n.serving }()
-		var f forwarded
-		if err := json.Unmarshal(m.Data, &f); err != nil {
-			n.reply(m, http.StatusBadRequest, nil)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
-		defer cancel()
-		r, err := http.NewRequestWithContext(ctx, f.Method, f.URL, bytes.NewReader(f.Body))
-		if err != nil {
-			n.reply(m, http.StatusBadRequest, nil)
-			return
-		}
-		r.Header = f.Header
-		r.RemoteAddr = "forwarded"
-		if id, ok := workspaceOf(r); ok && !n.owns(id) {
-			// Lost (or never had) it since the sender looked.
-			rec := &recorder{header: http.Header{}}
-			unavailable(rec, id)
-			n.replyRecorded(m, rec)
-			return
-		}
-		rec := &recorder{header: http.Header{}}
-		n.local.ServeHTTP(rec, r)
-		n.replyRecorded(m, rec)
-	}()
+	if !n.spawn(func() { n.answer(m) }) {
+		<-n.serving
+		n.replyBusy(m)
+	}
 }
 
-func (n *Node) reply(m *nats.Msg, status int, body []byte) {
-	n.replyRecorded(m, &recorder{header: http.Header{}, status: status, body: *bytes.NewBuffer(body)})
+// replyBusy answers a request this node cannot take now (too many at
+// once, or stopping): the client tries again.
+func (n *Node) replyBusy(m *nats.Msg) {
+	rec := &recorder{header: http.Header{}}
+	writeError(rec, http.StatusServiceUnavailable, proto.CodeWorkspaceUnavailable,
+		"the workspace's owner cannot take the request now; try again")
+	n.replyRecorded(m, rec)
+}
+
+// answer serves a forwarded request with the local handler.
+func (n *Node) answer(m *nats.Msg) {
+	defer func() { <-n.serving }()
+	var f forwarded
+	if err := json.Unmarshal(m.Data, &f); err != nil {
+		n.replyBad(m)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
+	defer cancel()
+	r, err := http.NewRequestWithContext(ctx, f.Method, f.URL, bytes.NewReader(f.Body))
+	if err != nil {
+		n.replyBad(m)
+		return
+	}
+	r.Header = f.Header
+	r.RemoteAddr = "forwarded"
+	if id, ok := workspaceOf(r); ok && !n.owns(id) {
+		// Lost (or never had) it since the sender looked.
+		rec := &recorder{header: http.Header{}}
+		unavailable(rec, id)
+		n.replyRecorded(m, rec)
+		return
+	}
+	rec := &recorder{header: http.Header{}}
+	n.local.ServeHTTP(rec, r)
+	n.replyRecorded(m, rec)
+}
+
+// replyBad answers a forwarded message that is not a request.
+func (n *Node) replyBad(m *nats.Msg) {
+	rec := &recorder{header: http.Header{}}
+	writeError(rec, http.StatusBadRequest, proto.CodeInvalidArgument, "malformed forwarded request")
+	n.replyRecorded(m, rec)
 }
 
 func (n *Node) replyRecorded(m *nats.Msg, rec *recorder) {

@@ -18,6 +18,8 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,12 +81,16 @@ type Node struct {
 	owned  map[string]postgres.Lease
 	owners map[string]postgres.Lease // other nodes' live leases, as last read
 	locks  map[string]*sync.Mutex    // one takeover at a time per workspace
-	closed bool
+	// reported is set for the workspaces whose last claims report (see
+	// reportClaims) was not empty.
+	reported map[string]bool
+	closed   bool
 
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	sub   *nats.Subscription
+	csub  *nats.Subscription
 	local http.Handler
 	// serving counts forwarded requests being answered, bounded by
 	// maxServing so a flood cannot start unbounded goroutines.
@@ -107,7 +113,7 @@ func New(cfg Config) *Node {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
-		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{},
+		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
 		ctx: ctx, stop: stop}
 }
 
@@ -125,6 +131,9 @@ func (n *Node) Start(local http.Handler) error {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
 	}
 	n.sub = sub
+	if n.csub, err = n.cfg.NATS.Subscribe(claimsSubject(n.cfg.NodeID), n.claimed); err != nil {
+		return fmt.Errorf("cluster: listen for claims: %w", err)
+	}
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
 	}
@@ -325,19 +334,89 @@ func (n *Node) loop() {
 		}
 		n.renew()
 		n.watch()
-		n.holdClaimed()
+		n.reportClaims()
 	}
 }
 
-// holdClaimed keeps open, on their owners, the workspaces this node
-// streams: a stream here is a claim of the cluster.
-func (n *Node) holdClaimed() {
+// reportClaims tells the owners of the workspaces this node streams which
+// clients have streams here: a stream on any node is a claim (it keeps
+// the workspace open, announces its client, keeps its client's tools).
+// A report that went empty is sent once more, so the owner releases at
+// once rather than when the node's reports expire. And the owner
+// releases the claims of nodes that stopped reporting.
+func (n *Node) reportClaims() {
 	for _, ws := range n.cfg.Workspaces.Loaded() {
-		if ws.Owned() || ws.Info().Clients == 0 {
+		if ws.Owned() {
+			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
 			continue
 		}
-		n.hold(n.ctx, ws.ID, ws.Path)
+		counts := ws.StreamCounts()
+		n.mu.Lock()
+		was := n.reported[ws.ID]
+		n.reported[ws.ID] = len(counts) > 0
+		if len(counts) == 0 {
+			delete(n.reported, ws.ID)
+		}
+		n.mu.Unlock()
+		if len(counts) == 0 && !was {
+			continue
+		}
+		owner, err := n.route(n.ctx, ws.ID)
+		if err != nil || owner == n.cfg.NodeID {
+			continue
+		}
+		data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
+		if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
+			n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+		}
 	}
+}
+
+// claimsMaxAge is how many ticks an owner counts a node's last report.
+const claimsMaxAge = 4
+
+// claims is a node's report of its streams of a workspace.
+type claims struct {
+	WorkspaceID string         `json:"workspace_id"`
+	Node        string         `json:"node"`
+	Clients     map[string]int `json:"clients,omitempty"`
+}
+
+func claimsSubject(nodeID string) string {
+	return "tandem.node." + hex.EncodeToString([]byte(nodeID)) + ".claims"
+}
+
+// claimed applies another node's report, when this node owns the
+// workspace.
+func (n *Node) claimed(m *nats.Msg) {
+	var c claims
+	if err := json.Unmarshal(m.Data, &c); err != nil || c.Node == "" || c.Node == n.cfg.NodeID {
+		return
+	}
+	if !n.owns(c.WorkspaceID) {
+		return
+	}
+	ws, err := n.cfg.Workspaces.Get(n.ctx, c.WorkspaceID)
+	if err != nil {
+		return
+	}
+	// Off the connection's goroutine: announcing a client writes an event.
+	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Clients) })
+}
+
+// spawn runs f on a goroutine Close waits for, unless the node is closed.
+func (n *Node) spawn(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
 }
 
 func (n *Node) renew() {
@@ -407,6 +486,9 @@ func (n *Node) Close() {
 	n.stop()
 	if n.sub != nil {
 		_ = n.sub.Unsubscribe()
+	}
+	if n.csub != nil {
+		_ = n.csub.Unsubscribe()
 	}
 	n.wg.Wait()
 	n.mu.Lock()

@@ -82,6 +82,7 @@ func (w *Workspace) Disown(reason string) {
 	if !w.owned.Swap(false) {
 		return
 	}
+	w.dropRemoteClaims()
 	w.close(reason, false)
 	l := &w.log
 	l.mu.Lock()
@@ -122,5 +123,97 @@ func (w *Workspace) waitHead(ctx context.Context, seq int64) {
 func (w *Workspace) closeFollower() {
 	if w.clustered() {
 		w.unfollow()
+	}
+}
+
+// StreamCounts returns this node's open streams of the workspace, per
+// client: what a follower reports to the owner as its claims.
+func (w *Workspace) StreamCounts() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.streams) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(w.streams))
+	for id, n := range w.streams {
+		out[id] = n
+	}
+	return out
+}
+
+// SetRemoteClaims makes the owner count the streams another node reported
+// (clients: open streams per client) as claims, like its own: they keep
+// the workspace open, announce client.attached and client.detached, and a
+// client gone from every node loses its tools after the detach grace. A
+// report replaces the node's previous one; nil releases them all.
+func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
+	w.remoteMu.Lock()
+	defer w.remoteMu.Unlock()
+	if w.remote == nil {
+		w.remote = map[string]map[string]int{}
+		w.remoteSeen = map[string]time.Time{}
+	}
+	have := w.remote[node]
+	if have == nil {
+		have = map[string]int{}
+	}
+	for id, n := range clients {
+		for have[id] < n {
+			first, err := w.attach(id)
+			if err != nil {
+				break // closing or stopping: the next report tries again
+			}
+			have[id]++
+			if first {
+				w.announcePresence(proto.EventClientAttached, id)
+			}
+		}
+	}
+	for id, n := range have {
+		for ; n > clients[id]; n-- {
+			w.release(id)
+		}
+		if n == 0 {
+			delete(have, id)
+		} else {
+			have[id] = n
+		}
+	}
+	if len(have) == 0 {
+		delete(w.remote, node)
+		delete(w.remoteSeen, node)
+		return
+	}
+	w.remote[node] = have
+	w.remoteSeen[node] = time.Now()
+}
+
+// ExpireRemoteClaims releases the claims of nodes that reported nothing
+// for maxAge: they died or lost touch, and their streams with them.
+func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
+	w.remoteMu.Lock()
+	var stale []string
+	for node, seen := range w.remoteSeen {
+		if time.Since(seen) > maxAge {
+			stale = append(stale, node)
+		}
+	}
+	w.remoteMu.Unlock()
+	for _, node := range stale {
+		w.SetRemoteClaims(node, nil)
+	}
+}
+
+// dropRemoteClaims releases every other node's claims (this node no
+// longer owns the workspace: they report to the new owner).
+func (w *Workspace) dropRemoteClaims() {
+	w.remoteMu.Lock()
+	nodes := make([]string, 0, len(w.remote))
+	for node := range w.remote {
+		nodes = append(nodes, node)
+	}
+	w.remoteMu.Unlock()
+	for _, node := range nodes {
+		w.SetRemoteClaims(node, nil)
 	}
 }

@@ -47,6 +47,11 @@ type Workspace struct {
 	owned  atomic.Bool
 	feedMu sync.Mutex
 	feed   *bus.Feed // the bus feed of a follower's streams
+	// remote holds the streams other nodes reported, per node and client,
+	// as counted in streams (owner only); remoteSeen when each reported.
+	remoteMu   sync.Mutex
+	remote     map[string]map[string]int
+	remoteSeen map[string]time.Time
 }
 
 func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
