@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -27,6 +29,7 @@ import (
 // they never skip.
 type testCluster struct {
 	t     testing.TB
+	db    string
 	env   []string
 	nodes []*proc
 }
@@ -42,7 +45,7 @@ func startCluster(t testing.TB, n int) *testCluster {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
-	c := &testCluster{t: t, env: []string{"TANDEM_TOKEN=crash-token", "TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.ClientURL()}}
+	c := &testCluster{t: t, db: db, env: []string{"TANDEM_TOKEN=crash-token", "TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.ClientURL()}}
 	for i := range n {
 		c.nodes = append(c.nodes, c.start(i))
 	}
@@ -362,4 +365,34 @@ func TestClusterPausedOwnerWritesNothingAfterItsLease(t *testing.T) {
 		assert.Equal(t, again.RunID, ev.RunID, "nothing but the new run was written after the takeover: %s %s", ev.Type, ev.Data)
 	}
 	assert.Equal(t, []string{proto.OutcomeInterrupted}, runOutcomes(t, c.url(1), ws.ID, sess.ID)[running.RunID])
+}
+
+// A node stopped cleanly (SIGTERM) hands its workspaces over: it releases
+// their leases once its runs ended, so another node takes them at once,
+// without waiting for the lease to run out; the clients of the other nodes
+// are not told the workspace is closing, and go on.
+func TestClusterCleanStopHandsOver(t *testing.T) {
+	c := startCluster(t, 2)
+	ws, sess := c.workspace(0)
+	s1 := openStream(t, c.url(1), ws.ID, -1)
+	first := c.prompt(1, ws.ID, sess.ID, "before the stop")
+	s1.until(t, proto.EventRunCompleted, first.RunID)
+
+	require.NoError(t, c.nodes[0].cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-c.nodes[0].done, "a clean stop exits 0")
+	db, err := postgres.Open(context.Background(), c.db, postgres.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	lease, err := db.GetLease(context.Background(), ws.ID)
+	require.NoError(t, err)
+	if lease.Owner == "node-0" {
+		assert.True(t, lease.Expires.IsZero(), "the stopped node released its lease: %+v", lease)
+	}
+
+	again := c.prompt(1, ws.ID, sess.ID, "after the stop")
+	evs := s1.until(t, proto.EventRunCompleted, again.RunID)
+	for _, ev := range evs {
+		assert.NotEqual(t, proto.EventWorkspaceClosing, ev.Type, "another node's clients are not told the workspace closes")
+	}
+	assert.Equal(t, []string{proto.OutcomeEndTurn}, runOutcomes(t, c.url(1), ws.ID, sess.ID)[again.RunID])
 }

@@ -276,6 +276,9 @@ func (w *Workspace) close(reason string, endStreams bool) {
 	} else if _, err := w.Emit(context.Background(), Draft{
 		Type: proto.EventWorkspaceClosing,
 		Data: proto.WorkspaceClosing{Reason: reason},
+		// In a cluster a stopping node hands the workspace over: the
+		// other nodes' clients go on.
+		NodeOnly: reason == "shutdown",
 	}); err != nil {
 		w.m.log.Error("announce workspace closing", "workspace_id", w.ID, "err", err)
 	}
