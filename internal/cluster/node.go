@@ -304,8 +304,17 @@ func (n *Node) takeOver(ctx context.Context, lease postgres.Lease) error {
 }
 
 // lose ends this node's ownership of the workspace: writes are refused
-// from now on, and the workspace's runs end here.
+// from now on, and the workspace's runs end here. Ending them waits for
+// them, so the loop, whose renewals must not be late, does that part on
+// a goroutine of its own.
 func (n *Node) lose(workspaceID, reason string) {
+	if n.drop(workspaceID, reason) {
+		n.disown(workspaceID, reason)
+	}
+}
+
+// drop forgets the lease; it reports whether the node held it.
+func (n *Node) drop(workspaceID, reason string) bool {
 	n.cfg.Store.drop(workspaceID)
 	n.mu.Lock()
 	_, was := n.owned[workspaceID]
@@ -314,6 +323,10 @@ func (n *Node) lose(workspaceID, reason string) {
 	if was {
 		n.log.Warn("workspace lost", "workspace_id", workspaceID, "reason", reason)
 	}
+	return was
+}
+
+func (n *Node) disown(workspaceID, reason string) {
 	ws, err := n.cfg.Workspaces.Get(context.Background(), workspaceID)
 	if err == nil {
 		ws.Disown(reason)
@@ -440,7 +453,9 @@ func (n *Node) renew() {
 		case errors.Is(err, postgres.ErrLeaseLost) || !time.Now().Before(l.Expires):
 			// Lost, or cannot tell before it ends: either way another node
 			// may own it now.
-			n.lose(l.WorkspaceID, "lease_lost")
+			if n.drop(l.WorkspaceID, "lease_lost") {
+				n.spawn(func() { n.disown(l.WorkspaceID, "lease_lost") })
+			}
 		default:
 			n.log.Warn("renew lease", "workspace_id", l.WorkspaceID, "err", err)
 		}
@@ -465,9 +480,13 @@ func (n *Node) watch() {
 			n.remember(l)
 			continue
 		}
-		if err := n.take(ctx, l.WorkspaceID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
-			n.log.Warn("take over workspace", "workspace_id", l.WorkspaceID, "err", err)
-		}
+		// A takeover recovers the runs left behind: off the loop, whose
+		// renewals must not wait for it.
+		n.spawn(func() {
+			if err := n.take(n.ctx, l.WorkspaceID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
+				n.log.Warn("take over workspace", "workspace_id", l.WorkspaceID, "err", err)
+			}
+		})
 	}
 }
 
