@@ -33,7 +33,7 @@ func DefaultNodeID() string {
 func (s *Server) joinCluster(ctx context.Context) (*cluster.Fences, error) {
 	cfg := s.cfg
 	if cfg.StoreURL == "" || cfg.BusURL == "" {
-		return nil, errors.New("a cluster needs both --store postgres://... and --bus nats://...")
+		return nil, errors.New("a cluster needs both a store (--store postgres://HOST/DB) and a bus (--bus nats://HOST:PORT)")
 	}
 	if !strings.HasPrefix(cfg.StoreURL, "postgres://") && !strings.HasPrefix(cfg.StoreURL, "postgresql://") {
 		return nil, errors.New("--store must be a postgres:// URL")
