@@ -258,6 +258,27 @@ func TestClusterNodesShareOneWorkspace(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
 	resp.Body.Close()
 	assert.Equal(t, "node-1", h.NodeID)
+
+	// DELETE through a follower closes the workspace everywhere: every
+	// node's streams get workspace.closing and end.
+	require.Equal(t, http.StatusNoContent, crashCall(t, c.url(2), "DELETE", "/v1/workspaces/"+ws.ID, nil, nil))
+	for i, s := range streams {
+		var closing bool
+		deadline := time.After(10 * time.Second)
+	drain:
+		for {
+			select {
+			case ev, ok := <-s.events:
+				if !ok {
+					break drain
+				}
+				closing = closing || ev.Type == proto.EventWorkspaceClosing
+			case <-deadline:
+				t.Fatalf("the stream on node %d outlived the workspace", i+1)
+			}
+		}
+		assert.True(t, closing, "the stream on node %d was told why it ends", i+1)
+	}
 }
 
 // kill -9 of a workspace's owner in the middle of a run: another node owns

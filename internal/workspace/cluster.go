@@ -33,7 +33,7 @@ func (w *Workspace) errNotOwner() error {
 // last seq its topic published. Call without an owner.
 func (w *Workspace) follow() {
 	f := w.m.cfg.Follower
-	feed, err := f.Follow(w.ID, w.topic.Head(), w.topic.Publish)
+	feed, err := f.Follow(w.ID, w.topic.Head(), w.followed)
 	if err != nil {
 		// The bus refuses only when closed (shutdown): streams then get
 		// nothing more, as on a stopping single node.
@@ -43,6 +43,17 @@ func (w *Workspace) follow() {
 	w.feedMu.Lock()
 	w.feed = feed
 	w.feedMu.Unlock()
+}
+
+// followed publishes an event of the owner to this node's streams. When
+// the owner closes the workspace (DELETE, or its last claim gone), the
+// streams here end too, once they have the closing event, as the owner's
+// own do.
+func (w *Workspace) followed(e bus.Event) {
+	w.topic.Publish(e)
+	if e.Type == proto.EventWorkspaceClosing {
+		w.topic.Disconnect()
+	}
 }
 
 func (w *Workspace) unfollow() {
