@@ -238,3 +238,25 @@ func TestParseServeDefaults(t *testing.T) {
 	_, err = parseServe(nil, func(k string) string { return env[k] }, io.Discard)
 	assert.ErrorContains(t, err, "TANDEM_HEARTBEAT")
 }
+
+// --store and --bus (or TANDEM_STORE and TANDEM_BUS) make a cluster node
+// together; one without the other is a usage error, not a silent single
+// node.
+func TestParseServeCluster(t *testing.T) {
+	env := map[string]string{"HOME": "/home/u", "TANDEM_STORE": "postgres://db/tandem"}
+	getenv := func(k string) string { return env[k] }
+	_, err := parseServe(nil, getenv, io.Discard)
+	assert.ErrorContains(t, err, "--bus")
+	o, err := parseServe([]string{"--bus", "nats://n:4222", "--node-id", "a"}, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "postgres://db/tandem", o.storeURL)
+	assert.Equal(t, "nats://n:4222", o.busURL)
+	assert.Equal(t, "a", o.nodeID)
+	assert.Equal(t, 5*time.Second, o.leaseTTL)
+	env["TANDEM_BUS"] = "nats://env:4222"
+	env["TANDEM_NODE_ID"] = "b"
+	o, err = parseServe(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "nats://env:4222", o.busURL)
+	assert.Equal(t, "b", o.nodeID)
+}
