@@ -89,6 +89,9 @@ type Health struct {
 	Status       string `json:"status"`
 	Version      string `json:"version"`
 	DefaultModel string `json:"default_model"`
+	// NodeID names the server answering: one node of a cluster, or the
+	// only one.
+	NodeID string `json:"node_id"`
 }
 
 // Workspace is a project directory that clients attach to.

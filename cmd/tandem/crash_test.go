@@ -100,7 +100,7 @@ func TestRunsLostInACrashEndInterruptedAfterRestart(t *testing.T) {
 
 // crashCall makes a request to a server of these tests and decodes its
 // answer into out, returning the status.
-func crashCall(t *testing.T, url, method, path string, body any, out any) int {
+func crashCall(t testing.TB, url, method, path string, body any, out any) int {
 	t.Helper()
 	var rd *strings.Reader
 	if body != nil {

@@ -104,6 +104,11 @@ type serveOptions struct {
 	logLevel    string
 	// allowedOrigins are the browser origins allowed besides the server's own.
 	allowedOrigins []string
+	// storeURL, busURL and nodeID make the server a cluster node.
+	storeURL string
+	busURL   string
+	nodeID   string
+	leaseTTL time.Duration
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -147,6 +152,9 @@ flags:
 	fs.StringVar(&o.model, "model", env("TANDEM_MODEL", ""), "default model, PROVIDER/MODEL or echo (TANDEM_MODEL); default: the configuration file's model, else echo")
 	fs.StringVar(&o.config, "config", "", "configuration file (TANDEM_CONFIG); default: $XDG_CONFIG_HOME/tandem/config.json, else ~/.config/tandem/config.json (absent is fine)")
 	fs.StringVar(&o.logLevel, "log-level", env("TANDEM_LOG_LEVEL", "info"), "debug, info, warn or error (TANDEM_LOG_LEVEL)")
+	fs.StringVar(&o.storeURL, "store", env("TANDEM_STORE", ""), "cluster store, postgres://... (TANDEM_STORE); with --bus, makes this server a node of the cluster on that database")
+	fs.StringVar(&o.busURL, "bus", env("TANDEM_BUS", ""), "cluster bus, nats://... (TANDEM_BUS)")
+	fs.StringVar(&o.nodeID, "node-id", env("TANDEM_NODE_ID", ""), "this node's id in a cluster (TANDEM_NODE_ID); default: host name plus a random suffix")
 	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
@@ -158,6 +166,7 @@ flags:
 		{&o.createGrace, "create-grace", "TANDEM_CREATE_GRACE", 30 * time.Second, "how long POST /v1/workspaces holds a workspace open"},
 		{&o.detachGrace, "detach-grace", "TANDEM_DETACH_GRACE", 10 * time.Second, "how long a workspace stays open after its last stream"},
 		{&o.heartbeat, "heartbeat", "TANDEM_HEARTBEAT", 15 * time.Second, "interval of the stream's ': ping' comments"},
+		{&o.leaseTTL, "lease-ttl", "TANDEM_LEASE_TTL", 5 * time.Second, "in a cluster, how long a node holds a workspace without renewing (a dead owner is replaced after it)"},
 	}
 	for _, d := range durations {
 		def, derr := envDur(d.env, d.def)
@@ -179,6 +188,9 @@ flags:
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
+	}
+	if (o.storeURL == "") != (o.busURL == "") {
+		return o, errors.New("a cluster needs both --store (TANDEM_STORE) and --bus (TANDEM_BUS)")
 	}
 	for _, origin := range strings.Split(*origins, ",") {
 		if origin = strings.TrimSpace(origin); origin == "" {
@@ -314,6 +326,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		Heartbeat:      o.heartbeat,
 		AllowedOrigins: o.allowedOrigins,
 		Logger:         logger,
+		StoreURL:       o.storeURL,
+		BusURL:         o.busURL,
+		NodeID:         o.nodeID,
+		LeaseTTL:       o.leaseTTL,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -35,7 +36,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build tandem: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// pgtest stops the PostgreSQL server the cluster tests started.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -66,7 +68,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startServe(t *testing.T, env []string, args ...string) *proc {
+func startServe(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -77,7 +79,7 @@ func startServe(t *testing.T, env []string, args ...string) *proc {
 
 // startServeCmd starts a tandem serve command and waits for its listening
 // line.
-func startServeCmd(t *testing.T, cmd *exec.Cmd) *proc {
+func startServeCmd(t testing.TB, cmd *exec.Cmd) *proc {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -235,4 +237,26 @@ func TestParseServeDefaults(t *testing.T) {
 	env["TANDEM_HEARTBEAT"] = "soon"
 	_, err = parseServe(nil, func(k string) string { return env[k] }, io.Discard)
 	assert.ErrorContains(t, err, "TANDEM_HEARTBEAT")
+}
+
+// --store and --bus (or TANDEM_STORE and TANDEM_BUS) make a cluster node
+// together; one without the other is a usage error, not a silent single
+// node.
+func TestParseServeCluster(t *testing.T) {
+	env := map[string]string{"HOME": "/home/u", "TANDEM_STORE": "postgres://db/tandem"}
+	getenv := func(k string) string { return env[k] }
+	_, err := parseServe(nil, getenv, io.Discard)
+	assert.ErrorContains(t, err, "--bus")
+	o, err := parseServe([]string{"--bus", "nats://n:4222", "--node-id", "a"}, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "postgres://db/tandem", o.storeURL)
+	assert.Equal(t, "nats://n:4222", o.busURL)
+	assert.Equal(t, "a", o.nodeID)
+	assert.Equal(t, 5*time.Second, o.leaseTTL)
+	env["TANDEM_BUS"] = "nats://env:4222"
+	env["TANDEM_NODE_ID"] = "b"
+	o, err = parseServe(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "nats://env:4222", o.busURL)
+	assert.Equal(t, "b", o.nodeID)
 }

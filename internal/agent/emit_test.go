@@ -20,6 +20,8 @@ import (
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
+
+	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 )
 
 // The tests run in synctest bubbles: time stands still until every
@@ -198,7 +200,7 @@ func newEmitEnv(t *testing.T) *emitEnv {
 	fw.stop = func() { once.Do(func() { stop(); <-served }) }
 	go func() {
 		defer close(served)
-		_ = ws.Stream(sctx, fw, &workspace.StreamOptions{ClientID: uuid.NewString()})
+		_ = ws.Stream(sctx, sse.NewWriter(fw), &workspace.StreamOptions{ClientID: uuid.NewString()})
 	}()
 	env := &emitEnv{store: st, ws: ws, sid: sid, stream: fw,
 		runner: &Runner{Store: st, Tools: noTools{}}}

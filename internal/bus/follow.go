@@ -22,10 +22,10 @@ type Log interface {
 	Head(ctx context.Context, workspaceID string) (int64, error)
 }
 
-// StoreLog is the Log of a store.
-func StoreLog(st store.Store) Log { return storeLog{st} }
+// StoreLog is the Log of a store's events.
+func StoreLog(st store.Events) Log { return storeLog{st} }
 
-type storeLog struct{ st store.Store }
+type storeLog struct{ st store.Events }
 
 func (l storeLog) Events(ctx context.Context, workspaceID string, after, upTo int64, limit int) ([]Event, error) {
 	recs, err := l.st.WorkspaceEvents(ctx, workspaceID, after, upTo, limit)

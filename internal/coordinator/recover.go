@@ -32,7 +32,7 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover runs: %w", err)
 	}
 	for _, w := range workspaces {
-		if err := c.recoverWorkspace(ctx, w); err != nil {
+		if _, err := c.recoverWorkspace(ctx, w, false); err != nil {
 			return fmt.Errorf("recover runs of workspace %s: %w", w.ID, err)
 		}
 	}
@@ -42,11 +42,26 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 type lostRun struct {
 	id, sessionID, prompt, clientID string
 	seq                             int64 // of its run.accepted
+	started                         bool
+	compact                         bool // a compaction run (POST .../compact)
 	// steers are the prompts that joined it (run.accepted, steered).
 	steers []agent.Steer
 }
 
-func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) error {
+// RecoverWorkspace is Recover for one workspace, for a node of a cluster
+// that just took it over from a dead or departed owner: that owner's
+// active runs end interrupted, its parked work stays suspended, and its
+// queued runs (accepted, never started) run here. It reports how many runs
+// it queued: their workspace must be open for them to run.
+func (c *Coordinator) RecoverWorkspace(ctx context.Context, wsID string) (queued int, err error) {
+	w, err := c.cfg.Store.GetWorkspace(ctx, wsID)
+	if err != nil {
+		return 0, fmt.Errorf("recover runs of workspace %s: %w", wsID, err)
+	}
+	return c.recoverWorkspace(ctx, w, true)
+}
+
+func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace, requeue bool) (int, error) {
 	wsID := w.ID
 	open := map[string]lostRun{}
 	var order []string
@@ -54,7 +69,7 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) e
 	for after := w.RecoveredThrough; ; {
 		evs, err := c.cfg.Store.WorkspaceEvents(ctx, wsID, after, 0, recoverPage)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, e := range evs {
 			mark = e.Seq
@@ -64,7 +79,7 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) e
 					Data proto.RunAccepted `json:"data"`
 				}
 				if err := json.Unmarshal(e.Envelope, &env); err != nil {
-					return fmt.Errorf("decode event %d: %w", e.Seq, err)
+					return 0, fmt.Errorf("decode event %d: %w", e.Seq, err)
 				}
 				if env.Data.State == proto.RunSteered {
 					// A prompt that joined a run: recorded with the run's
@@ -75,8 +90,13 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) e
 					}
 					continue
 				}
-				open[e.RunID] = lostRun{id: e.RunID, sessionID: e.SessionID, prompt: env.Data.Prompt, clientID: env.Data.ClientID, seq: e.Seq}
+				open[e.RunID] = lostRun{id: e.RunID, sessionID: e.SessionID, prompt: env.Data.Prompt, clientID: env.Data.ClientID, seq: e.Seq, compact: env.Data.Compaction}
 				order = append(order, e.RunID)
+			case proto.EventRunStarted:
+				if r, ok := open[e.RunID]; ok {
+					r.started = true
+					open[e.RunID] = r
+				}
 			case proto.EventRunCompleted:
 				delete(open, e.RunID)
 			}
@@ -89,23 +109,27 @@ func (c *Coordinator) recoverWorkspace(ctx context.Context, w store.Workspace) e
 	for _, r := range open {
 		mark = min(mark, r.seq-1)
 	}
+	queued := 0
 	if len(open) > 0 {
-		if err := c.endLostRuns(ctx, wsID, open, order); err != nil {
-			return err
+		var err error
+		if queued, err = c.endLostRuns(ctx, wsID, open, order, requeue); err != nil {
+			return 0, err
 		}
 	}
 	if mark > w.RecoveredThrough {
-		return c.cfg.Store.SetRecoveredThrough(ctx, wsID, mark)
+		return queued, c.cfg.Store.SetRecoveredThrough(ctx, wsID, mark)
 	}
-	return nil
+	return queued, nil
 }
 
-// endLostRuns ends the open runs, in order, but those waiting on a client.
-func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[string]lostRun, order []string) error {
+// endLostRuns ends the open runs, in order, but those waiting on a client;
+// with requeue, those that never started are queued again instead.
+func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[string]lostRun, order []string, requeue bool) (int, error) {
 	ws, err := c.cfg.Workspaces.Get(ctx, wsID)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var again []lostRun
 	waiting := map[string]bool{}
 	for _, id := range order {
 		r, ok := open[id]
@@ -115,7 +139,7 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 		if _, seen := waiting[r.sessionID+"/"]; !seen {
 			runs, err := c.cfg.Broker.UnfinishedRuns(ctx, wsID, r.sessionID)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			waiting[r.sessionID+"/"] = true
 			for _, w := range runs {
@@ -124,6 +148,10 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 		}
 		if waiting[r.id] {
 			continue // suspended on a client: resume or an answer settles it
+		}
+		if requeue && !r.started {
+			again = append(again, r)
+			continue
 		}
 		c.log.Warn("ending a run lost in a crash", "run_id", r.id, "session_id", r.sessionID)
 		steers := r.steers
@@ -145,5 +173,13 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 		}
 		c.cfg.Runner.Execute(ctx, ar)
 	}
-	return nil
+	// In accept order, behind whatever each session has: one run at a time
+	// per session still holds.
+	for _, r := range again {
+		c.log.Info("running a run queued on the previous owner", "run_id", r.id, "session_id", r.sessionID)
+		sr := c.lockSession(ws, r.sessionID)
+		c.enqueueLocked(sr, &run{id: r.id, prompt: r.prompt, clientID: r.clientID, compact: r.compact})
+		sr.mu.Unlock()
+	}
+	return len(again), nil
 }

@@ -38,7 +38,9 @@ type Config struct {
 	Token        string
 	Version      string
 	DefaultModel string
-	MaxBody      int64
+	// NodeID is the node id GET /v1/health reports.
+	NodeID  string
+	MaxBody int64
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers; 0 means DefaultBodyTimeout.
 	BodyTimeout time.Duration
@@ -204,7 +206,7 @@ func (a *API) Handler() http.Handler {
 }
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel})
+	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel, NodeID: a.cfg.NodeID})
 }
 
 // authenticate checks the bearer token. Only the SSE route also takes

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -102,7 +103,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	a.streamEnded(w, r, st, st.ws.Stream(r.Context(), w, &st.opts))
+	a.streamEnded(w, r, st, st.ws.Stream(r.Context(), sse.NewWriter(w), &st.opts))
 }
 
 // streamCall is a stream request, decoded.

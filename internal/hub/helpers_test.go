@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 )
 
 func TestMain(m *testing.M) {
@@ -159,7 +161,7 @@ func (h *harness) serve(w http.ResponseWriter, r *http.Request) {
 	if name := q.Get("topic"); name != "" {
 		topic = h.hub.Topic(name, 0, nil)
 	}
-	err := topic.Serve(r.Context(), w, &opts)
+	err := topic.Serve(r.Context(), sse.NewWriter(w), &opts)
 	if !subscribed && errors.Is(err, ErrClosed) {
 		http.Error(w, "closed", http.StatusServiceUnavailable)
 	}

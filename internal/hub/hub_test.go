@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"gopkg.in/cenkalti/backoff.v1"
+
+	ssehttp "github.com/tandem-dev/tandem/internal/httpapi/sse"
 )
 
 func resumeFrom(n int64) http.Header {
@@ -381,7 +383,7 @@ func TestSlowConsumerGetsEvictedFrame(t *testing.T) {
 	tp := hub.Topic("ws", 0, nil)
 	w := &gateWriter{memWriter: newMemWriter(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
 	done := make(chan error, 1)
-	go func() { done <- tp.Serve(context.Background(), w, &ServeOptions{ClientID: "slow"}) }()
+	go func() { done <- tp.Serve(context.Background(), ssehttp.NewWriter(w), &ServeOptions{ClientID: "slow"}) }()
 	<-w.entered // stream.opened write
 	w.gate <- struct{}{}
 	waitSubscribers(t, tp, 1)
@@ -421,7 +423,9 @@ func serveGated(t *testing.T, tp *Topic, clientID string, subs int) (*gateWriter
 	t.Helper()
 	w := &gateWriter{memWriter: newMemWriter(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
 	done := make(chan error, 1)
-	go func() { done <- tp.Serve(context.Background(), w, &ServeOptions{ClientID: clientID}) }()
+	go func() {
+		done <- tp.Serve(context.Background(), ssehttp.NewWriter(w), &ServeOptions{ClientID: clientID})
+	}()
 	<-w.entered // stream.opened
 	w.gate <- struct{}{}
 	waitSubscribers(t, tp, subs)
@@ -747,7 +751,7 @@ func TestStress(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				w := newMemWriter()
 				served := make(chan error, 1)
-				go func() { served <- tp.Serve(ctx, w, &opts) }()
+				go func() { served <- tp.Serve(ctx, ssehttp.NewWriter(w), &opts) }()
 				for range rand.IntN(20) {
 					runtime.Gosched()
 				}

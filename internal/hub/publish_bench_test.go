@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 )
 
 // countWriter is an in-memory ResponseWriter that only remembers the last id
@@ -53,7 +55,7 @@ func BenchmarkPublish(b *testing.B) {
 	for i := range writers {
 		w := &countWriter{hdr: http.Header{}}
 		writers[i] = w
-		wg.Go(func() { _ = tp.Serve(ctx, w, &ServeOptions{ClientID: "bench", WorkspaceID: "bench"}) })
+		wg.Go(func() { _ = tp.Serve(ctx, sse.NewWriter(w), &ServeOptions{ClientID: "bench", WorkspaceID: "bench"}) })
 	}
 	for tp.Subscribers() < subs {
 		time.Sleep(time.Millisecond)

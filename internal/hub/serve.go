@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"time"
 
@@ -43,7 +42,7 @@ type ServeOptions struct {
 	OnSubscribed func()
 }
 
-// Serve streams the topic to w until ctx ends (it then returns nil), the
+// Serve streams the topic to sink until ctx ends (it then returns nil), the
 // stream is evicted (ErrEvicted), a write fails, the topic is disconnected
 // (ErrDisconnected) or the topic or hub closes (ErrClosed). On a closed topic
 // it returns ErrClosed before writing anything.
@@ -54,14 +53,14 @@ type ServeOptions struct {
 // With opts.Resume, the kept events in (LastEventID, head_seq] are replayed
 // first (from the ring, else from the Backlog), or stream.reset is sent when
 // that cannot be done.
-func (t *Topic) Serve(ctx context.Context, w http.ResponseWriter, opts *ServeOptions) error {
+func (t *Topic) Serve(ctx context.Context, sink Sink, opts *ServeOptions) error {
 	// An idle stream parks its goroutine in live for as long as its client
 	// stays, under the caller's frames: the work before and after the wait
 	// is done in functions of their own, so that what stays on the stack is
 	// small. The runtime shrinks a parked goroutine's stack (grown while
 	// the request was routed and the stream set up) only when it uses
 	// less than a quarter of it.
-	sw, err := t.start(ctx, w, opts)
+	sw, err := t.start(ctx, sink, opts)
 	if sw == nil {
 		return err
 	}
@@ -77,7 +76,7 @@ func (t *Topic) Serve(ctx context.Context, w http.ResponseWriter, opts *ServeOpt
 // writer when the topic is closed.
 //
 //go:noinline
-func (t *Topic) start(ctx context.Context, w http.ResponseWriter, opts *ServeOptions) (*streamWriter, error) {
+func (t *Topic) start(ctx context.Context, sink Sink, opts *ServeOptions) (*streamWriter, error) {
 	s := newSubscriber(opts.SessionID)
 	after := max(opts.LastEventID, 0)
 	reg, err := t.register(s, opts.Resume, after)
@@ -87,13 +86,10 @@ func (t *Topic) start(ctx context.Context, w http.ResponseWriter, opts *ServeOpt
 	if opts.OnSubscribed != nil {
 		opts.OnSubscribed()
 	}
-	sw := &streamWriter{w: w, rc: http.NewResponseController(w), h: t.h, s: s, last: reg.head, timeout: t.h.cfg.WriteTimeout}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	hdr.Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
+	sw := &streamWriter{w: sink, h: t.h, s: s, last: reg.head, timeout: t.h.cfg.WriteTimeout}
+	if err := sink.Open(); err != nil {
+		return sw, fmt.Errorf("hub: open stream: %w", err)
+	}
 	sw.control(proto.EventStreamOpened, proto.StreamOpened{
 		ClientID:    opts.ClientID,
 		WorkspaceID: opts.WorkspaceID,
@@ -302,8 +298,7 @@ func (t *Topic) ended(ctx context.Context, s *subscriber, opts *ServeOptions, er
 // followed by one flush. It tracks the last seq written so no event is ever
 // written twice, whatever path (ring, backlog, live) it came from.
 type streamWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
+	w   Sink
 	h   *Hub
 	s   *subscriber
 	buf *[]byte // nil while idle, so idle streams hold no buffer
@@ -381,9 +376,8 @@ func (sw *streamWriter) write() error {
 		return nil
 	}
 	if !sw.deadlineSet {
-		// Not every ResponseWriter supports deadlines (ErrNotSupported);
-		// the stream then relies on the server's own timeouts.
-		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+		// A sink without deadlines relies on its transport's timeouts.
+		_ = sw.w.SetWriteDeadline(time.Now().Add(sw.timeout))
 		sw.deadlineSet = true
 	}
 	_, err := sw.w.Write(*sw.buf)
@@ -399,7 +393,7 @@ func (sw *streamWriter) write() error {
 func (sw *streamWriter) send() error {
 	err := sw.write()
 	if err == nil && sw.wrote {
-		if ferr := sw.rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+		if ferr := sw.w.Flush(); ferr != nil {
 			err = fmt.Errorf("hub: flush to client: %w", ferr)
 		}
 	}

@@ -14,7 +14,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/bus/natsbus"
+	"github.com/tandem-dev/tandem/internal/cluster"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
@@ -77,6 +82,17 @@ type Config struct {
 	// ModelRetryBackoff is the wait before model retry n; nil means 1s, 2s, 4s.
 	ModelRetryBackoff func(n int) time.Duration
 	Logger            *slog.Logger
+
+	// StoreURL, when set (postgres://...), makes the server a node of a
+	// cluster on that PostgreSQL database, with BusURL (nats://...) as its
+	// bus (contract section 8); both or neither. NodeID names the node;
+	// "" means the host name plus a random suffix.
+	StoreURL string
+	BusURL   string
+	NodeID   string
+	// LeaseTTL is how long a node's hold on a workspace lasts unrenewed;
+	// 0 means cluster.DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // Server is a running Tandem.
@@ -92,6 +108,11 @@ type Server struct {
 	api        *httpapi.API
 	http       *http.Server
 	dir        *DataDir
+	// A cluster node's: nil on a single node.
+	node   *cluster.Node
+	bus    *natsbus.Bus
+	natsc  *nats.Conn
+	nodeID string
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -137,12 +158,33 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir.Path(), "tandem.db"))
-	if err != nil {
-		dir.Close()
-		return nil, fmt.Errorf("open database: %w", err)
+	nodeID := cfg.NodeID
+	if nodeID == "" {
+		nodeID = DefaultNodeID()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: db, dir: dir, providers: registry.New()}
+	s := &Server{cfg: cfg, log: cfg.Logger, dir: dir, providers: registry.New(), nodeID: nodeID}
+	var (
+		db       store.Store
+		fences   *cluster.Fences
+		follower *bus.Follower
+	)
+	if cfg.StoreURL != "" || cfg.BusURL != "" {
+		var err error
+		if fences, err = s.joinCluster(ctx); err != nil {
+			dir.Close()
+			return nil, err
+		}
+		db = fences
+		follower = &bus.Follower{Bus: s.bus, Log: bus.StoreLog(fences.DB), Logger: cfg.Logger}
+	} else {
+		sq, err := sqlite.Open(ctx, filepath.Join(dir.Path(), "tandem.db"))
+		if err != nil {
+			dir.Close()
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		db = sq
+	}
+	s.store = db
 	s.hub = hub.New(hub.Config{
 		QueueBytes: cfg.StreamQueueBytes,
 		Heartbeat:  cfg.Heartbeat,
@@ -151,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.workspaces = workspace.NewManager(workspace.Config{
 		Store:       db,
 		Hub:         s.hub,
+		Follower:    follower,
 		CreateGrace: cfg.CreateGrace,
 		DetachGrace: cfg.DetachGrace,
 		Logger:      cfg.Logger,
@@ -188,10 +231,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
 	})
 	// Runs a crash left half done end now, before anyone can see the gap.
-	if err := s.runs.Recover(ctx); err != nil {
-		db.Close()
-		dir.Close()
-		return nil, err
+	// In a cluster each workspace's new owner does it as it takes over.
+	if fences == nil {
+		if err := s.runs.Recover(ctx); err != nil {
+			db.Close()
+			dir.Close()
+			return nil, err
+		}
 	}
 	s.workspaces.SetHooks(workspace.Hooks{
 		Closed:     s.runs.WorkspaceClosed,
@@ -212,10 +258,32 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Workspaces:     s.workspaces,
 		Sessions:       s.sessions,
 		Agent:          s.runs,
+		NodeID:         nodeID,
 		Logger:         cfg.Logger,
 	})
+	handler := s.api.Handler()
+	if fences != nil {
+		s.node = cluster.New(cluster.Config{
+			NodeID:     nodeID,
+			Store:      fences,
+			Bus:        s.bus,
+			NATS:       s.natsc,
+			Workspaces: s.workspaces,
+			Recover:    s.runs,
+			Token:      cfg.Token,
+			LeaseTTL:   cfg.LeaseTTL,
+			Logger:     cfg.Logger,
+		})
+		if err := s.node.Start(handler); err != nil {
+			s.leaveCluster()
+			db.Close()
+			dir.Close()
+			return nil, err
+		}
+		handler = s.node.Handler(handler)
+	}
 	s.http = &http.Server{
-		Handler: s.api.Handler(),
+		Handler: handler,
 		// No WriteTimeout: it would cut every stream. The hub sets a write
 		// deadline per write instead.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -279,6 +347,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.runs.Wait(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	// Handing over: once this node's runs ended, its leases go, and the
+	// other nodes take its workspaces at once.
+	s.leaveCluster()
 	s.providers.Close()
 	s.hub.Close()
 	// Shutdown waits for every connection to go idle, but a connection that

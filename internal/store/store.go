@@ -118,9 +118,24 @@ type Pending struct {
 	Settled bool
 }
 
-// Store is everything Tandem keeps on disk. Implementations are safe for
-// concurrent use. Every write is durable (committed) when the call returns.
+// Store is everything Tandem keeps on disk, by role (Workspaces, Sessions,
+// Events, PendingWork): a package that needs one role takes only it.
+// Implementations (SQLite, PostgreSQL) are safe for concurrent use and pass
+// one conformance suite (storetest). Every write is durable (committed)
+// when the call returns.
 type Store interface {
+	Workspaces
+	Sessions
+	Events
+	PendingWork
+
+	// Close flushes and closes the database.
+	Close() error
+}
+
+// Workspaces is the store's role for workspaces and the numbering of
+// their events.
+type Workspaces interface {
 	// EnsureWorkspace returns the workspace whose Path is w.Path, inserting w when
 	// there is none; created reports whether w was inserted.
 	EnsureWorkspace(ctx context.Context, w Workspace) (ws Workspace, created bool, err error)
@@ -131,7 +146,10 @@ type Store interface {
 	// SetRecoveredThrough raises the workspace's RecoveredThrough to seq
 	// (never lowers it).
 	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
+}
 
+// Sessions is the store's role for sessions and their messages.
+type Sessions interface {
 	CreateSession(ctx context.Context, s Session) error // ErrExists when the id is taken
 	GetSession(ctx context.Context, workspaceID, id string) (Session, error)
 	// ListSessions returns the workspace's sessions, most recently updated first.
@@ -147,7 +165,11 @@ type Store interface {
 	// PutMessage inserts or replaces a message by id; the created order is kept.
 	PutMessage(ctx context.Context, m proto.Message) error
 	ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) // oldest first
+}
 
+// Events is the store's role for the workspace log, where every stream
+// replays from.
+type Events interface {
 	AppendEvent(ctx context.Context, e Event) error
 	// AppendEvents appends the events in one transaction: all or none.
 	AppendEvents(ctx context.Context, es []Event) error
@@ -159,7 +181,11 @@ type Store interface {
 	SessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error)
 	// MaxSeq is the highest persisted seq of the workspace, 0 when none.
 	MaxSeq(ctx context.Context, workspaceID string) (int64, error)
+}
 
+// PendingWork is the store's role for parked work: pending permission
+// and tool call requests, and the kinds of permission a session approved.
+type PendingWork interface {
 	PutPending(ctx context.Context, p Pending) error
 	DeletePending(ctx context.Context, requestID string) error // ErrNotFound when absent
 	GetPending(ctx context.Context, requestID string) (Pending, error)
@@ -173,7 +199,4 @@ type Store interface {
 	ApproveForSession(ctx context.Context, sessionID, kind string) error
 	// SessionApprovals returns the kinds the session approved, in no order.
 	SessionApprovals(ctx context.Context, sessionID string) ([]string, error)
-
-	// Close flushes and closes the database.
-	Close() error
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -25,6 +26,9 @@ type Draft struct {
 	Data      any
 	// Ephemeral asks for the event not to be kept even if its type usually is.
 	Ephemeral bool
+	// NodeOnly, in a cluster, sends the event to this node's streams only,
+	// not to the other nodes': a node stopping tells its own clients.
+	NodeOnly bool
 	// Message, when set, is the message the event announces: it is the
 	// event's data (Data is ignored) and is stored with the event in one
 	// transaction (see store.Event).
@@ -60,13 +64,17 @@ type eventLog struct {
 	// write); waiting holds the numbered events not yet published.
 	published int64
 	waiting   map[int64]*slot
+	// pub, in a cluster, takes each event after the local streams, for
+	// the other nodes'.
+	pub bus.Publisher
 }
 
 // slot is one numbered event on its way to the hub.
 type slot struct {
-	written bool       // persisted (or not to be persisted)
-	ev      *hub.Event // nil when persisting failed: the seq becomes a gap
-	done    chan struct{}
+	written  bool       // persisted (or not to be persisted)
+	ev       *hub.Event // nil when persisting failed: the seq becomes a gap
+	nodeOnly bool       // Draft.NodeOnly
+	done     chan struct{}
 }
 
 func newEventLog(ws *Workspace, head int64) eventLog {
@@ -84,6 +92,9 @@ func (l *eventLog) flushLocked() {
 		}
 		if sl.ev != nil {
 			l.ws.topic.Publish(*sl.ev)
+			if l.pub != nil && !sl.nodeOnly {
+				l.pub.Publish(*sl.ev)
+			}
 		}
 		l.published = next
 		delete(l.waiting, next)
@@ -179,6 +190,9 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		data = fit(data, MaxEventData)
 	}
 	keep := kept(d.Type) && !d.Ephemeral
+	if !w.emitting() {
+		return proto.Event{}, nil, nil, w.errNotOwner()
+	}
 	l := &w.log
 	l.mu.Lock()
 	for l.seq >= l.reserved {
@@ -203,7 +217,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq
-	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}}
+	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}, nodeOnly: d.NodeOnly && !keep}
 	l.waiting[seq] = sl
 	l.mu.Unlock()
 	// Encoded outside mu, which every emitter of the workspace takes: the

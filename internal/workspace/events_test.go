@@ -24,6 +24,8 @@ import (
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/proto"
+
+	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +61,7 @@ func TestConcurrentEmitsArePublishedInSeqOrder(t *testing.T) {
 	ws, db := openWorkspace(t, nil)
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = ws.Stream(r.Context(), w, &StreamOptions{ClientID: r.URL.Query().Get("c")})
+		_ = ws.Stream(r.Context(), sse.NewWriter(w), &StreamOptions{ClientID: r.URL.Query().Get("c")})
 	}))
 	defer srv.Close()
 	sctx, cancel := context.WithCancel(ctx)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -35,8 +36,11 @@ type Hooks struct {
 
 // Config configures a Manager.
 type Config struct {
-	Store       store.Store
-	Hub         *hub.Hub
+	Store store.Store
+	Hub   *hub.Hub
+	// Follower, set in a cluster, feeds the streams of workspaces this node
+	// does not own from the bus; nil on a single node.
+	Follower    *bus.Follower
 	CreateGrace time.Duration
 	DetachGrace time.Duration
 	Logger      *slog.Logger
@@ -158,6 +162,17 @@ func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
 	return out, nil
 }
 
+// Loaded returns the workspaces loaded in memory.
+func (m *Manager) Loaded() []*Workspace {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Workspace, 0, len(m.loaded))
+	for _, ws := range m.loaded {
+		out = append(out, ws)
+	}
+	return out
+}
+
 // load returns the in-memory Workspace for rec, creating it once.
 func (m *Manager) load(ctx context.Context, rec store.Workspace) (*Workspace, error) {
 	m.mu.Lock()
@@ -174,6 +189,11 @@ func (m *Manager) load(ctx context.Context, rec store.Workspace) (*Workspace, er
 		return nil, fmt.Errorf("load workspace %s: %w", rec.ID, err)
 	}
 	head := max(maxSeq, rec.SeqReserved)
+	if m.cfg.Follower != nil {
+		// A follower's streams start from what is committed; the owner
+		// numbers from its own head (Own).
+		head = maxSeq
+	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -219,6 +239,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Unlock()
 	for _, ws := range all {
 		ws.Close("shutdown")
+		ws.closeFollower()
 	}
 	done := make(chan struct{})
 	go func() {

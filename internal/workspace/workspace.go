@@ -2,9 +2,11 @@ package workspace
 
 import (
 	"context"
-	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/tandem-dev/tandem/internal/bus"
 
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -40,6 +42,16 @@ type Workspace struct {
 	gen uint64
 
 	log eventLog
+
+	// owned is set while this node owns the workspace (cluster only).
+	owned  atomic.Bool
+	feedMu sync.Mutex
+	feed   *bus.Feed // the bus feed of a follower's streams
+	// remote holds the streams other nodes reported, per node and client,
+	// as counted in streams (owner only); remoteSeen when each reported.
+	remoteMu   sync.Mutex
+	remote     map[string]map[string]int
+	remoteSeen map[string]time.Time
 }
 
 func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
@@ -53,6 +65,9 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
 	w.log = newEventLog(w, head)
+	if w.clustered() {
+		w.follow()
+	}
 	// A closed workspace still has a context, canceled, so callers never see nil.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.cancel()
@@ -256,9 +271,14 @@ func (w *Workspace) close(reason string, endStreams bool) {
 	w.mu.Unlock()
 
 	w.m.log.Info("workspace closing", "workspace_id", w.ID, "reason", reason)
-	if _, err := w.Emit(context.Background(), Draft{
+	if !w.emitting() {
+		// A follower announces nothing: the owner does.
+	} else if _, err := w.Emit(context.Background(), Draft{
 		Type: proto.EventWorkspaceClosing,
 		Data: proto.WorkspaceClosing{Reason: reason},
+		// In a cluster a stopping node hands the workspace over: the
+		// other nodes' clients go on.
+		NodeOnly: reason == "shutdown",
 	}); err != nil {
 		w.m.log.Error("announce workspace closing", "workspace_id", w.ID, "err", err)
 	}
@@ -297,10 +317,10 @@ type StreamOptions struct {
 	Resume      bool
 }
 
-// Stream claims the workspace for the stream's lifetime and serves it on rw
+// Stream claims the workspace for the stream's lifetime and serves it on sink
 // until ctx ends or the stream is evicted or disconnected. A claim error is
 // returned before anything is written.
-func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *StreamOptions) error {
+func (w *Workspace) Stream(ctx context.Context, sink hub.Sink, opts *StreamOptions) error {
 	// An idle stream waits in Serve for as long as its client stays: the
 	// claim and its release are done in functions of their own so that
 	// this frame, under the wait, stays small (see hub.Topic.Serve).
@@ -309,7 +329,10 @@ func (w *Workspace) Stream(ctx context.Context, rw http.ResponseWriter, opts *St
 		return err
 	}
 	defer w.release(so.ClientID)
-	return w.topic.Serve(ctx, rw, so)
+	if opts.Resume {
+		w.waitHead(ctx, opts.LastEventID)
+	}
+	return w.topic.Serve(ctx, sink, so)
 }
 
 // claim attaches a stream of opts.ClientID and returns how to serve it.
@@ -345,6 +368,9 @@ func (w *Workspace) release(clientID string) {
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {
+	if !w.emitting() {
+		return // the owner announces its own streams only (claims are per node)
+	}
 	w.mu.Lock()
 	n := w.total
 	w.mu.Unlock()

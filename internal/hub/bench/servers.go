@@ -12,6 +12,7 @@ import (
 
 	"github.com/r3labs/sse/v2"
 
+	ssehttp "github.com/tandem-dev/tandem/internal/httpapi/sse"
 	"github.com/tandem-dev/tandem/internal/hub"
 )
 
@@ -74,7 +75,7 @@ func startHub(srv *httptest.Server) *hubServer {
 	h := hub.New(hub.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s := &hubServer{h: h, topic: h.Topic("ws", 0, nil), srv: srv}
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = s.topic.Serve(r.Context(), w, &hub.ServeOptions{
+		_ = s.topic.Serve(r.Context(), ssehttp.NewWriter(w), &hub.ServeOptions{
 			ClientID:    r.URL.Query().Get("client_id"),
 			WorkspaceID: "ws",
 		})

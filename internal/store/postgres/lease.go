@@ -200,3 +200,26 @@ func (f *fenced) Lease() Lease { return *f.fence }
 
 // Close does nothing: the store it is a view of owns the pool.
 func (f *fenced) Close() error { return nil }
+
+// Leases returns every workspace's lease as it stands, expired and
+// released ones included: what a node watching for workspaces to take
+// over reads, in one query however many workspaces there are.
+func (db *DB) Leases(ctx context.Context) ([]Lease, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+leaseCols+` FROM workspace_leases ORDER BY workspace_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list leases: %w", classify(err))
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list leases: %w", classify(err))
+	}
+	return out, nil
+}

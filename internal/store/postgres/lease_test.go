@@ -495,3 +495,23 @@ func TestTakeoverWaitsForAWritePastItsFence(t *testing.T) {
 	}
 	require.Nil(t, early, "the takeover did not wait for the write past its fence")
 }
+
+// Leases lists every lease, released ones too, which is how a node finds
+// the workspaces whose owner left.
+func TestLeasesListsEveryLease(t *testing.T) {
+	db, _ := openTest(t)
+	mustWorkspace(t, db, "w1")
+	mustWorkspace(t, db, "w2")
+	mustWorkspace(t, db, "w3")
+	a, err := db.AcquireLease(bg, "w1", "node-a", time.Minute)
+	require.NoError(t, err)
+	b, err := db.AcquireLease(bg, "w2", "node-b", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, db.ReleaseLease(bg, b))
+	got, err := db.Leases(bg)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "a workspace never leased has no lease")
+	require.Equal(t, a, got[0])
+	require.Equal(t, "w2", got[1].WorkspaceID)
+	require.True(t, got[1].Expires.IsZero(), "a released lease has no expiry")
+}

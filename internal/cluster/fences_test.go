@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/postgres"
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func event(wsID string, seq int64) store.Event {
+	return store.Event{Seq: seq, WorkspaceID: wsID, Type: proto.EventSessionLog, Envelope: []byte(`{}`)}
+}
+
+// A node writes a workspace's events only while it holds the workspace's
+// lease: without one, and after another node took the workspace over
+// (however long this one slept through it), every write fails, with the
+// contract's workspace_unavailable, and nothing reaches the database.
+func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.Database(t), postgres.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	w, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: "/w", CreatedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	f := NewFences(db)
+
+	err = f.AppendEvent(ctx, event(w.ID, 1))
+	require.ErrorIs(t, err, postgres.ErrLeaseLost, "no lease, no write")
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
+
+	old, err := db.AcquireLease(ctx, w.ID, "node-a", 200*time.Millisecond)
+	require.NoError(t, err)
+	f.hold(old)
+	require.NoError(t, f.AppendEvent(ctx, event(w.ID, 2)))
+
+	// Another node takes over once the lease ran out; node-a still
+	// believes it owns the workspace.
+	var taken postgres.Lease
+	require.Eventually(t, func() bool {
+		taken, err = db.AcquireLease(ctx, w.ID, "node-b", time.Minute)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Greater(t, taken.Epoch, old.Epoch)
+	for _, write := range []func() error{
+		func() error { return f.AppendEvents(ctx, []store.Event{event(w.ID, 3)}) },
+		func() error { return f.ReserveSeq(ctx, w.ID, 5000) },
+		func() error {
+			return f.PutPending(ctx, store.Pending{RequestID: uuid.NewString(), WorkspaceID: w.ID, Kind: "permission", Data: []byte(`{}`), CreatedAt: time.Now().UTC()})
+		},
+	} {
+		err := write()
+		require.ErrorIs(t, err, postgres.ErrLeaseLost)
+		assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
+	}
+	evs, err := db.WorkspaceEvents(ctx, w.ID, 0, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.EqualValues(t, 2, evs[0].Seq)
+	got, err := db.GetWorkspace(ctx, w.ID)
+	require.NoError(t, err)
+	assert.Less(t, got.SeqReserved, int64(5000))
+}

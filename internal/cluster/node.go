@@ -1,0 +1,527 @@
+// Package cluster makes several Tandem servers one (contract section 8):
+// each workspace has one owner at a time, the node holding its lease in
+// PostgreSQL, which executes its runs, numbers its events and holds its
+// pending waiters. Other nodes serve its streams from the bus and forward
+// the requests that act on it to the owner over NATS request/reply.
+//
+// Ownership is taken on demand (the first node a request for an unowned
+// workspace reaches takes it) and over from a dead or departed owner: each
+// node renews its leases and watches the others', and takes a workspace
+// whose lease expired or was released (a clean stop hands over this way).
+// Taking over follows one order: acquire the lease, number from above
+// every seq used so far, publish, then recover what the last owner left
+// (its active runs end interrupted, its parked work stays suspended and
+// answerable, its queued runs run here). A node that loses a lease stops
+// writing for the workspace at once: its writes are fenced on the lease's
+// epoch in the database, whatever the node believes.
+package cluster
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/postgres"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// Defaults of Config's zero durations. A dead owner's workspace is taken
+// within LeaseTTL + Tick (about 6 s), well inside the contract's 15 s.
+const (
+	DefaultLeaseTTL = 5 * time.Second
+	DefaultTick     = time.Second
+	// DefaultForward bounds a forwarded request: past it the owner is
+	// taken for gone (503 workspace_unavailable).
+	DefaultForward = 10 * time.Second
+)
+
+// Recoverer takes over what a previous owner left of a workspace's runs
+// (coordinator.RecoverWorkspace).
+type Recoverer interface {
+	RecoverWorkspace(ctx context.Context, workspaceID string) (queued int, err error)
+}
+
+// Config is what a node needs.
+type Config struct {
+	NodeID string
+	Store  *Fences
+	Bus    bus.Bus
+	// NATS carries forwarded requests between nodes.
+	NATS       *nats.Conn
+	Workspaces *workspace.Manager
+	Recover    Recoverer
+	// Token is the API's bearer token: only authenticated requests are
+	// routed (others get their 401 from the node they reached).
+	Token string
+	// LeaseTTL, Tick and ForwardTimeout default to the constants above.
+	LeaseTTL       time.Duration
+	Tick           time.Duration
+	ForwardTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Node is one server's membership in the cluster.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	owned  map[string]postgres.Lease
+	owners map[string]postgres.Lease // other nodes' live leases, as last read
+	locks  map[string]*sync.Mutex    // one takeover at a time per workspace
+	// reported is set for the workspaces whose last claims report (see
+	// reportClaims) was not empty.
+	reported map[string]bool
+	closed   bool
+
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	sub   *nats.Subscription
+	csub  *nats.Subscription
+	local http.Handler
+	// serving counts forwarded requests being answered, bounded by
+	// maxServing so a flood cannot start unbounded goroutines.
+	serving chan struct{}
+}
+
+// New returns a node; Start makes it act.
+func New(cfg Config) *Node {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = DefaultForward
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
+		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
+		ctx: ctx, stop: stop}
+}
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Start answers requests forwarded to this node with local (the API's
+// handler), and starts renewing leases and watching for workspaces to take
+// over.
+func (n *Node) Start(local http.Handler) error {
+	n.local = local
+	n.serving = make(chan struct{}, maxServing)
+	sub, err := n.cfg.NATS.Subscribe(subject(n.cfg.NodeID), n.serveForwarded)
+	if err != nil {
+		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
+	}
+	n.sub = sub
+	if n.csub, err = n.cfg.NATS.Subscribe(claimsSubject(n.cfg.NodeID), n.claimed); err != nil {
+		return fmt.Errorf("cluster: listen for claims: %w", err)
+	}
+	if err := n.cfg.NATS.Flush(); err != nil {
+		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
+	}
+	n.wg.Add(1)
+	go n.loop()
+	return nil
+}
+
+// owns reports whether this node holds the workspace's lease.
+func (n *Node) owns(workspaceID string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.owned[workspaceID]
+	return ok
+}
+
+func (n *Node) lockOf(workspaceID string) *sync.Mutex {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.locks[workspaceID]
+	if l == nil {
+		l = &sync.Mutex{}
+		n.locks[workspaceID] = l
+	}
+	return l
+}
+
+// errUnavailable is the contract's answer while nobody owns a workspace.
+func errUnavailable(workspaceID string) error {
+	return tandem.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s has no owner right now (its owner is being replaced); try again in a few seconds", workspaceID)
+}
+
+// route returns the node that owns the workspace, taking it when nobody
+// does. store.ErrNotFound when the workspace does not exist.
+func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
+	if n.owns(workspaceID) {
+		return n.cfg.NodeID, nil
+	}
+	now := time.Now()
+	n.mu.Lock()
+	known, ok := n.owners[workspaceID]
+	n.mu.Unlock()
+	if ok && live(known, now) {
+		return known.Owner, nil
+	}
+	l, err := n.cfg.Store.GetLease(ctx, workspaceID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if _, err := n.cfg.Store.GetWorkspace(ctx, workspaceID); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", err
+	case live(l, now) && l.Owner != n.cfg.NodeID:
+		n.remember(l)
+		return l.Owner, nil
+	case live(l, now):
+		// Ours by the store but not in memory: a takeover under way here
+		// (wait for it), or a lease of this node's previous life.
+		n.lockOf(workspaceID).Lock()
+		n.lockOf(workspaceID).Unlock()
+		if n.owns(workspaceID) {
+			return n.cfg.NodeID, nil
+		}
+		return "", errUnavailable(workspaceID)
+	}
+	if err := n.take(ctx, workspaceID); err != nil {
+		var held *postgres.HeldError
+		if errors.As(err, &held) && held.Held.Owner != n.cfg.NodeID {
+			n.remember(held.Held)
+			return held.Held.Owner, nil
+		}
+		return "", err
+	}
+	return n.cfg.NodeID, nil
+}
+
+func (n *Node) remember(l postgres.Lease) {
+	n.mu.Lock()
+	n.owners[l.WorkspaceID] = l
+	n.mu.Unlock()
+}
+
+// forget drops what this node believes of another's lease, after the
+// owner did not answer.
+func (n *Node) forget(workspaceID string) {
+	n.mu.Lock()
+	delete(n.owners, workspaceID)
+	n.mu.Unlock()
+}
+
+// take acquires the workspace's lease and takes the workspace over.
+func (n *Node) take(ctx context.Context, workspaceID string) error {
+	mu := n.lockOf(workspaceID)
+	mu.Lock()
+	defer mu.Unlock()
+	n.mu.Lock()
+	_, owned := n.owned[workspaceID]
+	closed := n.closed
+	n.mu.Unlock()
+	if owned {
+		return nil
+	}
+	if closed {
+		return errUnavailable(workspaceID)
+	}
+	// Bounded by the node's life, not the request that triggered it: a
+	// takeover, once begun, finishes.
+	ctx = context.WithoutCancel(ctx)
+	lease, err := n.cfg.Store.AcquireLease(ctx, workspaceID, n.cfg.NodeID, n.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := n.takeOver(ctx, lease); err != nil {
+		n.log.Error("take over workspace", "workspace_id", workspaceID, "err", err)
+		n.lose(workspaceID, "takeover_failed")
+		if rerr := n.cfg.Store.ReleaseLease(ctx, lease); rerr != nil {
+			n.log.Warn("release lease after a failed takeover", "workspace_id", workspaceID, "err", rerr)
+		}
+		return errUnavailable(workspaceID)
+	}
+	n.log.Info("workspace taken", "workspace_id", workspaceID, "epoch", lease.Epoch, "took", time.Since(start))
+	return nil
+}
+
+// takeOver is the order of a takeover, once the lease is held.
+func (n *Node) takeOver(ctx context.Context, lease postgres.Lease) error {
+	id := lease.WorkspaceID
+	n.cfg.Store.hold(lease)
+	n.mu.Lock()
+	n.owned[id] = lease
+	delete(n.owners, id)
+	n.mu.Unlock()
+	ws, err := n.cfg.Workspaces.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	rec, err := n.cfg.Store.GetWorkspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	maxSeq, err := n.cfg.Store.MaxSeq(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Above every seq persisted or reserved by any earlier owner.
+	head := max(maxSeq, rec.SeqReserved)
+	pub, err := n.cfg.Bus.Publisher(id, head)
+	if err != nil {
+		return err
+	}
+	ws.Own(pub, head)
+	// Open for the create grace: queued runs taken over need an open
+	// workspace, and parked work must stay answerable; claims keep it
+	// open after that as on one server.
+	if err := ws.HoldOpen(); err != nil {
+		return err
+	}
+	queued, err := n.cfg.Recover.RecoverWorkspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	if queued > 0 {
+		n.log.Info("runs queued on the previous owner run here", "workspace_id", id, "runs", queued)
+	}
+	return nil
+}
+
+// lose ends this node's ownership of the workspace: writes are refused
+// from now on, and the workspace's runs end here. Ending them waits for
+// them, so the loop, whose renewals must not be late, does that part on
+// a goroutine of its own.
+func (n *Node) lose(workspaceID, reason string) {
+	if n.drop(workspaceID, reason) {
+		n.disown(workspaceID, reason)
+	}
+}
+
+// drop forgets the lease; it reports whether the node held it.
+func (n *Node) drop(workspaceID, reason string) bool {
+	n.cfg.Store.drop(workspaceID)
+	n.mu.Lock()
+	_, was := n.owned[workspaceID]
+	delete(n.owned, workspaceID)
+	n.mu.Unlock()
+	if was {
+		n.log.Warn("workspace lost", "workspace_id", workspaceID, "reason", reason)
+	}
+	return was
+}
+
+func (n *Node) disown(workspaceID, reason string) {
+	ws, err := n.cfg.Workspaces.Get(context.Background(), workspaceID)
+	if err == nil {
+		ws.Disown(reason)
+	}
+}
+
+// loop renews this node's leases and takes the workspaces whose owner
+// died or left.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.renew()
+		n.watch()
+		n.reportClaims()
+	}
+}
+
+// reportClaims tells the owners of the workspaces this node streams which
+// clients have streams here: a stream on any node is a claim (it keeps
+// the workspace open, announces its client, keeps its client's tools).
+// A report that went empty is sent once more, so the owner releases at
+// once rather than when the node's reports expire. And the owner
+// releases the claims of nodes that stopped reporting.
+func (n *Node) reportClaims() {
+	for _, ws := range n.cfg.Workspaces.Loaded() {
+		if ws.Owned() {
+			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
+			continue
+		}
+		counts := ws.StreamCounts()
+		n.mu.Lock()
+		was := n.reported[ws.ID]
+		n.reported[ws.ID] = len(counts) > 0
+		if len(counts) == 0 {
+			delete(n.reported, ws.ID)
+		}
+		n.mu.Unlock()
+		if len(counts) == 0 && !was {
+			continue
+		}
+		owner, err := n.route(n.ctx, ws.ID)
+		if err != nil || owner == n.cfg.NodeID {
+			continue
+		}
+		data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
+		if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
+			n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+		}
+	}
+}
+
+// claimsMaxAge is how many ticks an owner counts a node's last report.
+const claimsMaxAge = 4
+
+// claims is a node's report of its streams of a workspace.
+type claims struct {
+	WorkspaceID string         `json:"workspace_id"`
+	Node        string         `json:"node"`
+	Clients     map[string]int `json:"clients,omitempty"`
+}
+
+func claimsSubject(nodeID string) string {
+	return "tandem.node." + hex.EncodeToString([]byte(nodeID)) + ".claims"
+}
+
+// claimed applies another node's report, when this node owns the
+// workspace.
+func (n *Node) claimed(m *nats.Msg) {
+	var c claims
+	if err := json.Unmarshal(m.Data, &c); err != nil || c.Node == "" || c.Node == n.cfg.NodeID {
+		return
+	}
+	if !n.owns(c.WorkspaceID) {
+		return
+	}
+	ws, err := n.cfg.Workspaces.Get(n.ctx, c.WorkspaceID)
+	if err != nil {
+		return
+	}
+	// Off the connection's goroutine: announcing a client writes an event.
+	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Clients) })
+}
+
+// spawn runs f on a goroutine Close waits for, unless the node is closed.
+func (n *Node) spawn(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (n *Node) renew() {
+	n.mu.Lock()
+	leases := make([]postgres.Lease, 0, len(n.owned))
+	for _, l := range n.owned {
+		leases = append(leases, l)
+	}
+	n.mu.Unlock()
+	for _, l := range leases {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
+		got, err := n.cfg.Store.RenewLease(ctx, l, n.cfg.LeaseTTL)
+		cancel()
+		switch {
+		case err == nil:
+			n.mu.Lock()
+			if cur, ok := n.owned[l.WorkspaceID]; ok && cur.Epoch == got.Epoch {
+				n.owned[l.WorkspaceID] = got
+			}
+			n.mu.Unlock()
+		case errors.Is(err, postgres.ErrLeaseLost) || !time.Now().Before(l.Expires):
+			// Lost, or cannot tell before it ends: either way another node
+			// may own it now.
+			if n.drop(l.WorkspaceID, "lease_lost") {
+				n.spawn(func() { n.disown(l.WorkspaceID, "lease_lost") })
+			}
+		default:
+			n.log.Warn("renew lease", "workspace_id", l.WorkspaceID, "err", err)
+		}
+	}
+}
+
+// watch takes over workspaces whose lease expired or was released.
+func (n *Node) watch() {
+	ctx, cancel := context.WithTimeout(n.ctx, 5*n.cfg.Tick)
+	defer cancel()
+	leases, err := n.cfg.Store.Leases(ctx)
+	if err != nil {
+		n.log.Warn("list leases", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, l := range leases {
+		if n.owns(l.WorkspaceID) {
+			continue
+		}
+		if live(l, now) {
+			n.remember(l)
+			continue
+		}
+		// A takeover recovers the runs left behind: off the loop, whose
+		// renewals must not wait for it.
+		n.spawn(func() {
+			if err := n.take(n.ctx, l.WorkspaceID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
+				n.log.Warn("take over workspace", "workspace_id", l.WorkspaceID, "err", err)
+			}
+		})
+	}
+}
+
+// Close stops the node: it stops renewing and taking, releases its leases
+// (handing its workspaces to the other nodes at once) and stops answering
+// forwarded requests. Call it after the workspaces closed and the runs
+// ended, so what they wrote was written as owner.
+func (n *Node) Close() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.stop()
+	if n.sub != nil {
+		_ = n.sub.Unsubscribe()
+	}
+	if n.csub != nil {
+		_ = n.csub.Unsubscribe()
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	leases := make([]postgres.Lease, 0, len(n.owned))
+	for _, l := range n.owned {
+		leases = append(leases, l)
+	}
+	n.mu.Unlock()
+	for _, l := range leases {
+		n.lose(l.WorkspaceID, "shutdown")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := n.cfg.Store.ReleaseLease(ctx, l); err != nil {
+			n.log.Warn("release lease", "workspace_id", l.WorkspaceID, "err", err)
+		}
+		cancel()
+	}
+}

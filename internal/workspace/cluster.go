@@ -1,0 +1,230 @@
+package workspace
+
+import (
+	"context"
+	"time"
+
+	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// In a cluster (Config.Follower set) a workspace is loaded on every node
+// that serves it, but only its owner, the node holding its lease, numbers
+// and writes its events. Elsewhere the workspace is a follower: its
+// streams are fed from the bus (replayed from the store, then live), and
+// it emits nothing. Own and Disown switch between the two; the cluster
+// package decides when.
+
+// clustered reports whether the workspace belongs to a cluster.
+func (w *Workspace) clustered() bool { return w.m.cfg.Follower != nil }
+
+// emitting reports whether this node may emit the workspace's events:
+// always on a single node, only while it owns the workspace in a cluster.
+func (w *Workspace) emitting() bool { return !w.clustered() || w.owned.Load() }
+
+// errNotOwner is what an emit on a node that does not own the workspace
+// gets: the owner is being replaced (or this node just lost it).
+func (w *Workspace) errNotOwner() error {
+	return tandem.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s is not owned by this node now; try again", w.ID)
+}
+
+// follow starts feeding the workspace's streams from the bus, from the
+// last seq its topic published. Call without an owner.
+func (w *Workspace) follow() {
+	f := w.m.cfg.Follower
+	feed, err := f.Follow(w.ID, w.topic.Head(), w.followed)
+	if err != nil {
+		// The bus refuses only when closed (shutdown): streams then get
+		// nothing more, as on a stopping single node.
+		w.m.log.Warn("follow workspace events", "workspace_id", w.ID, "err", err)
+		return
+	}
+	w.feedMu.Lock()
+	w.feed = feed
+	w.feedMu.Unlock()
+}
+
+// followed publishes an event of the owner to this node's streams. When
+// the owner closes the workspace (DELETE, or its last claim gone), the
+// streams here end too, once they have the closing event, as the owner's
+// own do.
+func (w *Workspace) followed(e bus.Event) {
+	w.topic.Publish(e)
+	if e.Type == proto.EventWorkspaceClosing {
+		w.topic.Disconnect()
+	}
+}
+
+func (w *Workspace) unfollow() {
+	w.feedMu.Lock()
+	feed := w.feed
+	w.feed = nil
+	w.feedMu.Unlock()
+	if feed != nil {
+		feed.Close()
+	}
+}
+
+// Owned reports whether this node owns the workspace (always true on a
+// single node).
+func (w *Workspace) Owned() bool { return w.emitting() }
+
+// Own makes this node the workspace's owner: its events are numbered from
+// head + 1 on (head covers every seq any earlier owner may have used) and
+// published to pub after commit, which Own takes over. The bus feed of
+// its streams stops first, so the local ones get each event once.
+func (w *Workspace) Own(pub bus.Publisher, head int64) {
+	w.unfollow()
+	l := &w.log
+	l.mu.Lock()
+	l.seq, l.reserved, l.published = head, head, head
+	clear(l.waiting)
+	l.pub = pub
+	l.mu.Unlock()
+	w.owned.Store(true)
+}
+
+// Disown ends this node's ownership: nothing more is emitted, the
+// workspace closes here (its runs end without writing: the store refuses
+// them), its publisher closes and its streams go on from the bus. Streams
+// stay connected.
+func (w *Workspace) Disown(reason string) {
+	if !w.owned.Swap(false) {
+		return
+	}
+	w.dropRemoteClaims()
+	w.close(reason, false)
+	l := &w.log
+	l.mu.Lock()
+	pub := l.pub
+	l.pub = nil
+	l.mu.Unlock()
+	if pub != nil {
+		pub.Close()
+	}
+	if !w.m.isStopping() {
+		w.follow()
+	}
+}
+
+// HoldOpen opens the workspace for the create grace, as POST
+// /v1/workspaces does: a new owner uses it so the runs it takes over have
+// an open workspace to run in.
+func (w *Workspace) HoldOpen() error { return w.holdOpen() }
+
+// waitHead waits, bounded, until the topic of a follower has published
+// seq, so a stream resuming here from an event another node already sent
+// is served, not reset.
+func (w *Workspace) waitHead(ctx context.Context, seq int64) {
+	if !w.clustered() || w.owned.Load() {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for w.topic.Head() < seq && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// closeFollower stops the feed at shutdown.
+func (w *Workspace) closeFollower() {
+	if w.clustered() {
+		w.unfollow()
+	}
+}
+
+// StreamCounts returns this node's open streams of the workspace, per
+// client: what a follower reports to the owner as its claims.
+func (w *Workspace) StreamCounts() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.streams) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(w.streams))
+	for id, n := range w.streams {
+		out[id] = n
+	}
+	return out
+}
+
+// SetRemoteClaims makes the owner count the streams another node reported
+// (clients: open streams per client) as claims, like its own: they keep
+// the workspace open, announce client.attached and client.detached, and a
+// client gone from every node loses its tools after the detach grace. A
+// report replaces the node's previous one; nil releases them all.
+func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
+	w.remoteMu.Lock()
+	defer w.remoteMu.Unlock()
+	if w.remote == nil {
+		w.remote = map[string]map[string]int{}
+		w.remoteSeen = map[string]time.Time{}
+	}
+	have := w.remote[node]
+	if have == nil {
+		have = map[string]int{}
+	}
+	for id, n := range clients {
+		for have[id] < n {
+			first, err := w.attach(id)
+			if err != nil {
+				break // closing or stopping: the next report tries again
+			}
+			have[id]++
+			if first {
+				w.announcePresence(proto.EventClientAttached, id)
+			}
+		}
+	}
+	for id, n := range have {
+		for ; n > clients[id]; n-- {
+			w.release(id)
+		}
+		if n == 0 {
+			delete(have, id)
+		} else {
+			have[id] = n
+		}
+	}
+	if len(have) == 0 {
+		delete(w.remote, node)
+		delete(w.remoteSeen, node)
+		return
+	}
+	w.remote[node] = have
+	w.remoteSeen[node] = time.Now()
+}
+
+// ExpireRemoteClaims releases the claims of nodes that reported nothing
+// for maxAge: they died or lost touch, and their streams with them.
+func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
+	w.remoteMu.Lock()
+	var stale []string
+	for node, seen := range w.remoteSeen {
+		if time.Since(seen) > maxAge {
+			stale = append(stale, node)
+		}
+	}
+	w.remoteMu.Unlock()
+	for _, node := range stale {
+		w.SetRemoteClaims(node, nil)
+	}
+}
+
+// dropRemoteClaims releases every other node's claims (this node no
+// longer owns the workspace: they report to the new owner).
+func (w *Workspace) dropRemoteClaims() {
+	w.remoteMu.Lock()
+	nodes := make([]string, 0, len(w.remote))
+	for node := range w.remote {
+		nodes = append(nodes, node)
+	}
+	w.remoteMu.Unlock()
+	for _, node := range nodes {
+		w.SetRemoteClaims(node, nil)
+	}
+}
