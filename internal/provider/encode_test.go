@@ -54,9 +54,15 @@ func TestEncodeCacheHitsOnlyTheSameMessage(t *testing.T) {
 		func(m *Message) { m.ToolName = "x" },
 		func(m *Message) { m.IsError = true },
 		func(m *Message) { m.ToolCalls = nil },
-		func(m *Message) { m.ToolCalls = []ToolCall{{ID: "b", Name: "view", Arguments: json.RawMessage(`{"path":"x"}`)}} },
-		func(m *Message) { m.ToolCalls = []ToolCall{{ID: "a", Name: "ls", Arguments: json.RawMessage(`{"path":"x"}`)}} },
-		func(m *Message) { m.ToolCalls = []ToolCall{{ID: "a", Name: "view", Arguments: json.RawMessage(`{"path":"y"}`)}} },
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "b", Name: "view", Arguments: json.RawMessage(`{"path":"x"}`)}}
+		},
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "a", Name: "ls", Arguments: json.RawMessage(`{"path":"x"}`)}}
+		},
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "a", Name: "view", Arguments: json.RawMessage(`{"path":"y"}`)}}
+		},
 		func(m *Message) { m.Images = nil },
 		func(m *Message) { m.Images = []Image{{MimeType: "image/jpeg", Data: []byte("png")}} },
 		func(m *Message) { m.Images = []Image{{MimeType: "image/png", Data: []byte("pnG")}} },
@@ -80,7 +86,9 @@ func TestEncodeCacheEvictsAtItsBound(t *testing.T) {
 	const bound = 64 << 10
 	c := NewEncodeCache(bound)
 	var enc counting
-	msg := func(i int) Message { return Message{Role: RoleUser, Text: fmt.Sprintf("%05d%s", i, strings.Repeat("x", 1000))} }
+	msg := func(i int) Message {
+		return Message{Role: RoleUser, Text: fmt.Sprintf("%05d%s", i, strings.Repeat("x", 1000))}
+	}
 	_, err := c.Encode("f", msg(0), enc.encode)
 	require.NoError(t, err)
 	for i := 1; i < 1000; i++ {
