@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -37,16 +38,24 @@ func (h *History) Size() int64 {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.size
+	// The slice's spare room and the index count too: a history that
+	// grew by appends holds up to twice its messages' headers.
+	spare := int64(cap(h.msgs)-len(h.msgs)) * int64(unsafe.Sizeof(proto.Message{}))
+	return h.size + spare + int64(len(h.index))*indexEntryBytes
 }
 
+// indexEntryBytes is roughly what an entry of the index holds besides its
+// key, which the message shares.
+const indexEntryBytes = 48
+
 // messageBytes is roughly what m holds in memory: its strings and the
-// headers around them.
+// headers around them, the parts' spare room included.
 func messageBytes(m *proto.Message) int64 {
-	n := 256 + len(m.ID) + len(m.SessionID) + len(m.RunID) + len(m.Role) + len(m.Model)
+	n := int(unsafe.Sizeof(*m)) + len(m.ID) + len(m.SessionID) + len(m.RunID) + len(m.Role) + len(m.Model) +
+		cap(m.Parts)*int(unsafe.Sizeof(proto.Part{}))
 	for i := range m.Parts {
 		p := &m.Parts[i]
-		n += 240 + len(p.Type) + len(p.Text) + len(p.ID) + len(p.Name) + len(p.Arguments) +
+		n += len(p.Type) + len(p.Text) + len(p.ID) + len(p.Name) + len(p.Arguments) +
 			len(p.ToolCallID) + len(p.Content) + len(p.Kind) + len(p.Path) + len(p.MimeType) +
 			len(p.DisplayName) + len(p.Reason) + len(p.Message)
 	}

@@ -14,7 +14,7 @@ import (
 // reads it from the store once, at its next run's first model step.
 const (
 	maxIdleHistories    = 256
-	maxIdleHistoryBytes = 32 << 20
+	maxIdleHistoryBytes = 24 << 20
 )
 
 // histories keeps the conversations of the most recently idle sessions and
