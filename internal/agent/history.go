@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -25,6 +26,40 @@ type History struct {
 	// recorded since, which loading merges into what the store has.
 	msgs  []proto.Message
 	index map[string]int // message id to position in msgs
+	// size is roughly what msgs hold in memory, in bytes.
+	size int64
+}
+
+// Size returns roughly how many bytes of memory the history holds, so that
+// its keeper can bound what idle sessions keep; a nil History holds none.
+func (h *History) Size() int64 {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// The slice's spare room and the index count too: a history that
+	// grew by appends holds up to twice its messages' headers.
+	spare := int64(cap(h.msgs)-len(h.msgs)) * int64(unsafe.Sizeof(proto.Message{}))
+	return h.size + spare + int64(len(h.index))*indexEntryBytes
+}
+
+// indexEntryBytes is roughly what an entry of the index holds besides its
+// key, which the message shares.
+const indexEntryBytes = 48
+
+// messageBytes is roughly what m holds in memory: its strings and the
+// headers around them, the parts' spare room included.
+func messageBytes(m *proto.Message) int64 {
+	n := int(unsafe.Sizeof(*m)) + len(m.ID) + len(m.SessionID) + len(m.RunID) + len(m.Role) + len(m.Model) +
+		cap(m.Parts)*int(unsafe.Sizeof(proto.Part{}))
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		n += len(p.Type) + len(p.Text) + len(p.ID) + len(p.Name) + len(p.Arguments) +
+			len(p.ToolCallID) + len(p.Content) + len(p.Kind) + len(p.Path) + len(p.MimeType) +
+			len(p.DisplayName) + len(p.Reason) + len(p.Message)
+	}
+	return int64(n)
 }
 
 // Messages returns a copy of the session's messages, oldest first; the
@@ -56,9 +91,10 @@ func (h *History) Read(ctx context.Context, st store.Store, sessionID string, fn
 		// Messages recorded before the load may or may not be committed
 		// yet; either way they are newer than what the store returned.
 		recent := h.msgs
-		h.msgs, h.index = stored, make(map[string]int, len(stored)+len(recent))
-		for i, m := range stored {
-			h.index[m.ID] = i
+		h.msgs, h.index, h.size = stored, make(map[string]int, len(stored)+len(recent)), 0
+		for i := range stored {
+			h.index[stored[i].ID] = i
+			h.size += messageBytes(&stored[i])
 		}
 		for _, m := range recent {
 			h.putLocked(m)
@@ -95,9 +131,11 @@ func (h *History) putLocked(m proto.Message) {
 		h.index = make(map[string]int)
 	}
 	if i, ok := h.index[m.ID]; ok {
+		h.size += messageBytes(&m) - messageBytes(&h.msgs[i])
 		h.msgs[i] = m
 		return
 	}
 	h.index[m.ID] = len(h.msgs)
 	h.msgs = append(h.msgs, m)
+	h.size += messageBytes(&m)
 }

@@ -177,3 +177,25 @@ func ids(msgs []proto.Message) []string {
 	}
 	return out
 }
+
+// TestHistorySizeFollowsItsMessages: what a history reports holding grows
+// with what is recorded, counts a message replaced at its new size only,
+// and never counts less than the text it keeps.
+func TestHistorySizeFollowsItsMessages(t *testing.T) {
+	var h History
+	require.Zero(t, h.Size())
+	var nilHistory *History
+	require.Zero(t, nilHistory.Size())
+	text := func(n int) []proto.Part { return []proto.Part{{Type: proto.PartText, Text: string(make([]byte, n))}} }
+	noWrite := func(proto.Message) error { return nil }
+	for i := range 100 {
+		require.NoError(t, h.Record(proto.Message{ID: fmt.Sprint("m", i), Role: proto.RoleUser, Parts: text(1000)}, noWrite))
+	}
+	grown := h.Size()
+	require.GreaterOrEqual(t, grown, int64(100*1000))
+	require.Less(t, grown, int64(100*1000*3), "a history of 100 KB of text said it holds %d", grown)
+
+	// Replacing a message with a longer version counts the difference.
+	require.NoError(t, h.Record(proto.Message{ID: "m5", Role: proto.RoleUser, Parts: text(51000)}, noWrite))
+	require.Equal(t, grown+50000, h.Size())
+}

@@ -383,7 +383,9 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	if sr.active != nil || len(sr.queue) > 0 {
 		state, position = proto.RunQueued, len(sr.queue)+1
 	}
-	if _, err := ws.Emit(ctx, workspace.Draft{
+	// On disk before the 202; numbered under the lock, so published
+	// before the run's own events, without waiting for that here.
+	if _, err := ws.Record(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
 		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt, Compaction: r.compact},
 		Touch: time.Now(),
@@ -519,7 +521,10 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			sr.idle = nil
 			// Emitted under the lock so a prompt accepted right now cannot
 			// slip its run.started in before this idle.
-			if _, err := sr.ws.Emit(context.Background(), workspace.Draft{Type: proto.EventSessionIdle, SessionID: sr.id, Data: proto.Empty{}}); err != nil {
+			// Numbered, not published, under it: waiting for the
+			// publication would hold the lock (and the session's next
+			// 202) behind the writes of every other run in flight.
+			if _, err := sr.ws.Record(context.Background(), workspace.Draft{Type: proto.EventSessionIdle, SessionID: sr.id, Data: proto.Empty{}}); err != nil {
 				c.log.Error("emit session.idle", "session_id", sr.id, "err", err)
 			}
 			// A deleted session leaves the map with its worker, not before.

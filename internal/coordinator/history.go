@@ -7,17 +7,30 @@ import (
 	"github.com/tandem-dev/tandem/internal/agent"
 )
 
-// maxIdleHistories bounds how many idle sessions keep their conversation in
-// memory. A session whose history was dropped reads it from the store once,
-// at its next run's first model step.
-const maxIdleHistories = 256
+// maxIdleHistories and maxIdleHistoryBytes bound how many idle sessions
+// keep their conversation in memory, and how much those conversations hold
+// in all: histories grow with every run, so a count alone would let memory
+// grow with the runs ever executed. A session whose history was dropped
+// reads it from the store once, at its next run's first model step.
+const (
+	maxIdleHistories    = 256
+	maxIdleHistoryBytes = 24 << 20
+)
 
 // histories keeps the conversations of the most recently idle sessions and
 // drops the rest, so memory follows recent activity, not every session ever
 // prompted. Sessions with a worker always keep theirs.
 type histories struct {
-	mu   sync.Mutex
-	idle []*sessionRuns // least recently idle first
+	mu    sync.Mutex
+	idle  []idleHistory // least recently idle first
+	bytes int64         // the sizes of idle's histories, summed
+}
+
+// idleHistory is an idle session with the size its history had when it
+// went idle (an idle session records nothing).
+type idleHistory struct {
+	sr   *sessionRuns
+	size int64
 }
 
 // historyLocked returns the session's conversation, creating it if needed.
@@ -32,13 +45,19 @@ func (sr *sessionRuns) historyLocked() *agent.History {
 // went marks sr as just gone idle and drops the histories of the sessions
 // idle the longest beyond the bound. Callers must not hold any sr.mu.
 func (h *histories) went(sr *sessionRuns) {
+	sr.mu.Lock()
+	hist := sr.history
+	sr.mu.Unlock()
+	size := hist.Size()
 	h.mu.Lock()
-	h.idle = slices.DeleteFunc(h.idle, func(s *sessionRuns) bool { return s == sr })
-	h.idle = append(h.idle, sr)
+	h.removeLocked(sr)
+	h.idle = append(h.idle, idleHistory{sr: sr, size: size})
+	h.bytes += size
 	var evict []*sessionRuns
-	if n := len(h.idle) - maxIdleHistories; n > 0 {
-		evict = slices.Clone(h.idle[:n])
-		h.idle = slices.Delete(h.idle, 0, n)
+	for len(h.idle) > 0 && (len(h.idle) > maxIdleHistories || h.bytes > maxIdleHistoryBytes) {
+		evict = append(evict, h.idle[0].sr)
+		h.bytes -= h.idle[0].size
+		h.idle = slices.Delete(h.idle, 0, 1)
 	}
 	h.mu.Unlock()
 	for _, s := range evict {
@@ -56,5 +75,15 @@ func (h *histories) went(sr *sessionRuns) {
 func (h *histories) forget(sr *sessionRuns) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.idle = slices.DeleteFunc(h.idle, func(s *sessionRuns) bool { return s == sr })
+	h.removeLocked(sr)
+}
+
+func (h *histories) removeLocked(sr *sessionRuns) {
+	h.idle = slices.DeleteFunc(h.idle, func(e idleHistory) bool {
+		if e.sr == sr {
+			h.bytes -= e.size
+			return true
+		}
+		return false
+	})
 }

@@ -5,15 +5,21 @@ import (
 	"sync"
 )
 
-// maxPrompts bounds the system prompts a coordinator remembers.
-const maxPrompts = 256
+// maxPrompts and maxPromptBytes bound the system prompts a coordinator
+// remembers, in number and in bytes: a session's system_message may be
+// large, and a few hundred of those would otherwise stay.
+const (
+	maxPrompts     = 256
+	maxPromptBytes = 8 << 20
+)
 
 // systemPrompts remembers the system prompts built lately. Every model step
 // needs one, several KB long, and it depends only on the session's settings,
 // the workspace, the day and the tools offered, which most steps share.
 type systemPrompts struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu    sync.Mutex
+	m     map[string]string
+	bytes int // keys and prompts of m, summed
 }
 
 // get returns the prompt for the key made of parts, building it when it is
@@ -29,9 +35,17 @@ func (p *systemPrompts) get(parts []string, build func() string) string {
 	s = build()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.m == nil || len(p.m) >= maxPrompts {
-		p.m = make(map[string]string)
+	size := len(key) + len(s)
+	if size > maxPromptBytes/4 {
+		return s // too large to share the cache with the others
+	}
+	if _, ok := p.m[key]; ok {
+		return p.m[key]
+	}
+	if p.m == nil || len(p.m) >= maxPrompts || p.bytes+size > maxPromptBytes {
+		p.m, p.bytes = make(map[string]string), 0
 	}
 	p.m[key] = s
+	p.bytes += size
 	return s
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,4 +25,39 @@ func TestSystemPromptsBuildOncePerKey(t *testing.T) {
 		p.get([]string{fmt.Sprint(i)}, build("n"))
 	}
 	assert.LessOrEqual(t, len(p.m), maxPrompts)
+}
+
+// TestSystemPromptsEvictAtTheirBounds fills the cache past its bounds in
+// number and in bytes: it never holds more than either, and a prompt too
+// large to share it is built every time.
+func TestSystemPromptsEvictAtTheirBounds(t *testing.T) {
+	var p systemPrompts
+	check := func() {
+		t.Helper()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		sum := 0
+		for k, v := range p.m {
+			sum += len(k) + len(v)
+		}
+		assert.Equal(t, sum, p.bytes)
+		assert.LessOrEqual(t, len(p.m), maxPrompts)
+		assert.LessOrEqual(t, p.bytes, maxPromptBytes)
+	}
+	for i := range 3 * maxPrompts {
+		p.get([]string{fmt.Sprint(i)}, func() string { return "small" })
+		check()
+	}
+	big := strings.Repeat("x", maxPromptBytes/16)
+	for i := range 64 {
+		p.get([]string{fmt.Sprint("big", i)}, func() string { return big })
+		check()
+	}
+	huge := strings.Repeat("y", maxPromptBytes/2)
+	builds := 0
+	for range 2 {
+		p.get([]string{"huge"}, func() string { builds++; return huge })
+		check()
+	}
+	assert.Equal(t, 2, builds)
 }

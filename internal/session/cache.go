@@ -6,9 +6,14 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-// maxCached bounds the records a cache holds. A server with more sessions
-// in use than this still answers correctly, from the store.
-const maxCached = 4096
+// maxCached and maxCachedBytes bound the records a cache holds, in number
+// and in bytes (a record carries the session's settings, system message and
+// tools included). A server with more sessions in use than this still
+// answers correctly, from the store.
+const (
+	maxCached      = 4096
+	maxCachedBytes = 16 << 20
+)
 
 // cache keeps stored session records for LookupSettings, the read every
 // prompt, cancel and log line makes before it answers. Only the fields the
@@ -22,6 +27,13 @@ type cache struct {
 	mu    sync.Mutex
 	epoch uint64
 	m     map[string]store.Session
+	bytes int // recordBytes of m's records, summed
+}
+
+// recordBytes is roughly what rec holds in memory.
+func recordBytes(rec *store.Session) int {
+	return 160 + len(rec.ID) + len(rec.WorkspaceID) + len(rec.Title) + len(rec.Model) +
+		len(rec.ReasoningEffort) + len(rec.Config)
 }
 
 func newCache() *cache { return &cache{m: make(map[string]store.Session)} }
@@ -49,10 +61,20 @@ func (c *cache) put(epoch uint64, rec store.Session) {
 	if epoch != c.epoch {
 		return
 	}
-	if len(c.m) >= maxCached {
+	size := recordBytes(&rec)
+	if size > maxCachedBytes/16 {
+		return // too large to share the cache with the others
+	}
+	if old, ok := c.m[rec.ID]; ok {
+		c.bytes -= recordBytes(&old)
+		delete(c.m, rec.ID)
+	}
+	if len(c.m) >= maxCached || c.bytes+size > maxCachedBytes {
 		clear(c.m)
+		c.bytes = 0
 	}
 	c.m[rec.ID] = rec
+	c.bytes += size
 }
 
 // drop forgets the session's record; call it after the write that changed
@@ -61,5 +83,8 @@ func (c *cache) drop(sessionID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	delete(c.m, sessionID)
+	if old, ok := c.m[sessionID]; ok {
+		c.bytes -= recordBytes(&old)
+		delete(c.m, sessionID)
+	}
 }

@@ -84,3 +84,40 @@ func TestCacheNeverServesAWriteThatCompleted(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, stale.Load(), "reads served a version older than a completed write")
 }
+
+// TestCacheEvictsAtItsBounds fills the cache past its bounds in number and
+// in bytes (records with large settings): it never holds more than either,
+// its count of bytes stays exact, and a record too large to share it is not
+// kept.
+func TestCacheEvictsAtItsBounds(t *testing.T) {
+	c := newCache()
+	check := func() {
+		t.Helper()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		sum := 0
+		for _, rec := range c.m {
+			sum += recordBytes(&rec)
+		}
+		require.Equal(t, sum, c.bytes)
+		require.LessOrEqual(t, len(c.m), maxCached)
+		require.LessOrEqual(t, c.bytes, maxCachedBytes)
+	}
+	for i := range maxCached + 100 {
+		c.put(c.begin(), store.Session{ID: fmt.Sprint("s", i)})
+		if i%97 == 0 {
+			c.drop(fmt.Sprint("s", i/2))
+			check()
+		}
+	}
+	check()
+	config := make([]byte, maxCachedBytes/32)
+	for i := range 100 {
+		c.put(c.begin(), store.Session{ID: fmt.Sprint("big", i%40), Config: config})
+		check()
+	}
+	c.put(c.begin(), store.Session{ID: "huge", Config: make([]byte, maxCachedBytes/8)})
+	_, ok := c.get("huge")
+	assert.False(t, ok)
+	check()
+}

@@ -130,6 +130,24 @@ func (w *Workspace) Emit(ctx context.Context, d Draft) (proto.Event, error) {
 // write the steps that follow one another without a wait (run.started, its
 // user message, the assistant message) with one commit instead of one each.
 func (w *Workspace) EmitAll(ctx context.Context, ds []Draft) ([]proto.Event, error) {
+	return w.emit(ctx, ds, true)
+}
+
+// Record is Emit without the wait for the event's publication: it returns
+// once the event has its seq and, unless ephemeral, is on disk; the streams
+// get it, in seq order, once every event before it is written too. That
+// wait is for other writers (other sessions' runs numbered just before),
+// and on a busy server it was most of a 202's tail: a caller that needs
+// only the order (seqs follow the calls) and the durability uses Record.
+func (w *Workspace) Record(ctx context.Context, d Draft) (proto.Event, error) {
+	evs, err := w.emit(ctx, []Draft{d}, false)
+	if err != nil {
+		return proto.Event{}, err
+	}
+	return evs[0], nil
+}
+
+func (w *Workspace) emit(ctx context.Context, ds []Draft, published bool) ([]proto.Event, error) {
 	// Persisting must not fail because the caller's request or run just ended:
 	// the events describe something that already happened.
 	ctx = context.WithoutCancel(ctx)
@@ -163,7 +181,7 @@ func (w *Workspace) EmitAll(ctx context.Context, ds []Draft) ([]proto.Event, err
 	}
 	// Return once published, so callers can rely on their events having
 	// gone out (workspace.closing before the streams are ended, for one).
-	if n := len(slots); n > 0 {
+	if n := len(slots); n > 0 && published {
 		<-slots[n-1].done
 	}
 	if err != nil {

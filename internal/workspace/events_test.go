@@ -205,3 +205,55 @@ func inTime(t *testing.T, f func()) {
 		os.Exit(1)
 	}
 }
+
+// holdingStore holds the appends of events whose data mentions "hold"
+// until release is closed, saying when one arrives on entered.
+type holdingStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *holdingStore) AppendEvents(ctx context.Context, es []store.Event) error {
+	if len(es) > 0 && strings.Contains(string(es[0].Envelope), "hold") {
+		close(s.entered)
+		<-s.release
+	}
+	return s.Store.AppendEvents(ctx, es)
+}
+
+// Record returns once its event is on disk, without waiting for the events
+// numbered before it (another writer's, still being written) to be
+// published: a 202 does not wait for the commits of other runs. The event
+// still reaches the streams after those, in seq order.
+func TestRecordDoesNotWaitForEarlierWriters(t *testing.T) {
+	ctx := context.Background()
+	st := &holdingStore{entered: make(chan struct{}), release: make(chan struct{})}
+	ws, db := openWorkspace(t, func(db store.Store) store.Store { st.Store = db; return st })
+	log := func(msg string) Draft {
+		return Draft{Type: proto.EventSessionLog, SessionID: "s", Data: proto.SessionLog{Level: "info", Message: msg}}
+	}
+	slow := make(chan proto.Event, 1)
+	go func() {
+		ev, err := ws.Emit(ctx, log("hold"))
+		assert.NoError(t, err)
+		slow <- ev
+	}()
+	<-st.entered
+	var fast proto.Event
+	inTime(t, func() {
+		var err error
+		fast, err = ws.Record(ctx, log("fast"))
+		require.NoError(t, err)
+	})
+	kept, err := db.WorkspaceEvents(ctx, ws.ID, fast.Seq-1, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "Record returned before its event was on disk")
+	require.Less(t, ws.topic.Head(), fast.Seq, "published before the event numbered before it")
+	close(st.release)
+	first := <-slow
+	require.Less(t, first.Seq, fast.Seq)
+	// Emit returns once its event is published, and the one Record wrote
+	// goes out right after it.
+	require.Eventually(t, func() bool { return ws.topic.Head() == fast.Seq }, 10*time.Second, time.Millisecond)
+}

@@ -12,6 +12,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -46,10 +47,18 @@ func WithHTTPClient(c *http.Client) Option {
 	}
 }
 
+// WithEncodeCache makes the provider keep the encodings of the messages it
+// sends in c, shared with every provider given the same cache, so that each
+// model step encodes only the messages the previous steps did not send.
+func WithEncodeCache(c *provider.EncodeCache) Option {
+	return func(p *Provider) { p.cache = c }
+}
+
 // Provider streams messages from the Anthropic Messages API.
 type Provider struct {
 	apiKey     string
 	httpClient *http.Client
+	cache      *provider.EncodeCache
 	messages   sdk.MessageService
 }
 
@@ -94,11 +103,15 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 	if ctx.Err() != nil {
 		return provider.Response{}, provider.CanceledError(ctx, name)
 	}
-	params, err := buildParams(req)
+	body, err := p.body(req)
 	if err != nil {
 		return provider.Response{}, &provider.Error{Code: provider.CodeBadRequest, Message: name + ": " + err.Error()}
 	}
-	stream := p.messages.NewStreaming(ctx, params)
+	// The body replaces the encoding of the params, which carry only what
+	// the SDK reads of them besides (its telemetry's model and limit); it
+	// then adds "stream": true to the body as it would to its own.
+	meta := sdk.MessageNewParams{Model: sdk.Model(req.Model), MaxTokens: maxTokensOf(req)}
+	stream := p.messages.NewStreaming(ctx, meta, option.WithRequestBody("application/json", body))
 	defer func() { _ = stream.Close() }()
 
 	var (
@@ -194,18 +207,143 @@ func toResponse(msg sdk.Message) provider.Response {
 	return resp
 }
 
+// historyMarker stands for the history in the encoding of a request's other
+// parameters; a JSON string cannot hold the encoding of a turn, so the
+// marker's can only be found where the marker turn is.
+const historyMarker = "\x00tandem: the conversation goes here\x00"
+
+// encodeFormat names this package's encoding of a message in the cache: the
+// comma-separated JSON of its content blocks.
+const encodeFormat = "anthropic-blocks"
+
+// body is the JSON the SDK would make of buildParams(req), byte for byte,
+// made of the parameters without the history and of the history's
+// messages' blocks, each encoded once and then taken from the cache.
+func (p *Provider) body(req provider.Request) ([]byte, error) {
+	type part struct {
+		role sdk.MessageParamRole
+		enc  []byte
+	}
+	parts := make([]part, 0, len(req.Messages))
+	size := 0
+	for i, m := range req.Messages {
+		enc, err := p.cache.Encode(encodeFormat, m, encodeBlocks)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if len(enc) > 0 {
+			role := sdk.MessageParamRoleUser // of prompts and tool results
+			if m.Role == provider.RoleAssistant {
+				role = sdk.MessageParamRoleAssistant
+			}
+			parts = append(parts, part{role, enc})
+			size += len(enc) + 1
+		}
+	}
+	if len(parts) == 0 {
+		params, err := buildParams(req)
+		if err != nil {
+			return nil, err
+		}
+		return params.MarshalJSON()
+	}
+	marker := sdk.NewTextBlock(historyMarker)
+	head := req
+	head.Messages = nil
+	params, err := buildParams(head)
+	if err != nil {
+		return nil, err
+	}
+	params.Messages = []sdk.MessageParam{sdk.NewUserMessage(marker)}
+	whole, err := params.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	mark, err := params.Messages[0].MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	at := bytes.Index(whole, mark)
+	if at < 0 {
+		return nil, errors.New("encoding the request: the history's place was not found")
+	}
+	// A turn's encoding is its blocks between what comes before and
+	// after a block in the encoding of a turn of one block.
+	wrap := map[sdk.MessageParamRole][2][]byte{}
+	markBlock, err := marker.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	for _, role := range []sdk.MessageParamRole{sdk.MessageParamRoleUser, sdk.MessageParamRoleAssistant} {
+		turn, err := sdk.MessageParam{Role: role, Content: []sdk.ContentBlockParamUnion{marker}}.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		i := bytes.Index(turn, markBlock)
+		if i < 0 {
+			return nil, errors.New("encoding the request: a turn's blocks were not found")
+		}
+		wrap[role] = [2][]byte{turn[:i], turn[i+len(markBlock):]}
+		size += len(turn)
+	}
+
+	out := make([]byte, 0, len(whole)+size+len(parts)*len(wrap[sdk.MessageParamRoleUser][0]))
+	out = append(out, whole[:at]...)
+	for i, pt := range parts {
+		switch {
+		case i == 0:
+			out = append(out, wrap[pt.role][0]...)
+		case parts[i-1].role == pt.role:
+			// Adjacent messages of one role make one turn.
+			out = append(out, ',')
+		default:
+			out = append(out, wrap[parts[i-1].role][1]...)
+			out = append(out, ',')
+			out = append(out, wrap[pt.role][0]...)
+		}
+		out = append(out, pt.enc...)
+	}
+	out = append(out, wrap[parts[len(parts)-1].role][1]...)
+	return append(out, whole[at+len(mark):]...), nil
+}
+
+// encodeBlocks is the JSON of m's content blocks as the SDK encodes them
+// within a turn, separated by commas; empty when m has none.
+func encodeBlocks(m provider.Message) ([]byte, error) {
+	_, blocks, err := blocksOf(m)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i, b := range blocks {
+		enc, err := b.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, enc...)
+	}
+	return out, nil
+}
+
+// maxTokensOf is the request's output limit: the Messages API requires one.
+func maxTokensOf(req provider.Request) int64 {
+	if req.MaxTokens <= 0 {
+		return DefaultMaxTokens
+	}
+	return int64(req.MaxTokens)
+}
+
 // buildParams translates the neutral request to Messages API parameters.
 func buildParams(req provider.Request) (sdk.MessageNewParams, error) {
 	if strings.TrimSpace(req.Model) == "" {
 		return sdk.MessageNewParams{}, errors.New("no model name given")
 	}
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxTokens
-	}
 	params := sdk.MessageNewParams{
 		Model:     sdk.Model(req.Model),
-		MaxTokens: int64(maxTokens),
+		MaxTokens: maxTokensOf(req),
 	}
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System}}
@@ -236,38 +374,9 @@ func buildParams(req provider.Request) (sdk.MessageNewParams, error) {
 func convertMessages(in []provider.Message) ([]sdk.MessageParam, error) {
 	var out []sdk.MessageParam
 	for i, m := range in {
-		var role sdk.MessageParamRole
-		var blocks []sdk.ContentBlockParamUnion
-		switch m.Role {
-		case provider.RoleUser:
-			role = sdk.MessageParamRoleUser
-			for _, img := range m.Images {
-				blocks = append(blocks, sdk.NewImageBlockBase64(img.MimeType, base64.StdEncoding.EncodeToString(img.Data)))
-			}
-			if m.Text != "" {
-				blocks = append(blocks, sdk.NewTextBlock(m.Text))
-			}
-		case provider.RoleAssistant:
-			role = sdk.MessageParamRoleAssistant
-			if m.Text != "" {
-				blocks = append(blocks, sdk.NewTextBlock(m.Text))
-			}
-			for _, tc := range m.ToolCalls {
-				args := tc.Arguments
-				if len(strings.TrimSpace(string(args))) == 0 {
-					args = json.RawMessage("{}")
-				}
-				blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, args, tc.Name))
-			}
-		case provider.RoleTool:
-			role = sdk.MessageParamRoleUser
-			result := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID, IsError: sdk.Bool(m.IsError)}
-			if m.Text != "" {
-				result.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Text}}}
-			}
-			blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolResult: &result})
-		default:
-			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		role, blocks, err := blocksOf(m)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if len(blocks) == 0 {
 			continue
@@ -279,6 +388,40 @@ func convertMessages(in []provider.Message) ([]sdk.MessageParam, error) {
 		out = append(out, sdk.MessageParam{Role: role, Content: blocks})
 	}
 	return out, nil
+}
+
+// blocksOf is the role of the turn m goes to and its content blocks.
+func blocksOf(m provider.Message) (sdk.MessageParamRole, []sdk.ContentBlockParamUnion, error) {
+	var blocks []sdk.ContentBlockParamUnion
+	switch m.Role {
+	case provider.RoleUser:
+		for _, img := range m.Images {
+			blocks = append(blocks, sdk.NewImageBlockBase64(img.MimeType, base64.StdEncoding.EncodeToString(img.Data)))
+		}
+		if m.Text != "" {
+			blocks = append(blocks, sdk.NewTextBlock(m.Text))
+		}
+		return sdk.MessageParamRoleUser, blocks, nil
+	case provider.RoleAssistant:
+		if m.Text != "" {
+			blocks = append(blocks, sdk.NewTextBlock(m.Text))
+		}
+		for _, tc := range m.ToolCalls {
+			args := tc.Arguments
+			if len(strings.TrimSpace(string(args))) == 0 {
+				args = json.RawMessage("{}")
+			}
+			blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, args, tc.Name))
+		}
+		return sdk.MessageParamRoleAssistant, blocks, nil
+	case provider.RoleTool:
+		result := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID, IsError: sdk.Bool(m.IsError)}
+		if m.Text != "" {
+			result.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Text}}}
+		}
+		return sdk.MessageParamRoleUser, append(blocks, sdk.ContentBlockParamUnion{OfToolResult: &result}), nil
+	}
+	return "", nil, fmt.Errorf("unknown role %q", m.Role)
 }
 
 // inputSchema splits a JSON Schema object into the SDK's typed fields and the

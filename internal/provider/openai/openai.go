@@ -7,6 +7,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -38,6 +39,13 @@ func WithHTTPClient(c *http.Client) Option {
 	}
 }
 
+// WithEncodeCache makes the provider keep the encodings of the messages it
+// sends in c, shared with every provider given the same cache, so that each
+// model step encodes only the messages the previous steps did not send.
+func WithEncodeCache(c *provider.EncodeCache) Option {
+	return func(p *Provider) { p.cache = c }
+}
+
 // Provider streams chat completions from an OpenAI-compatible server, or from
 // an Azure OpenAI resource when the Config's Type is "azure".
 type Provider struct {
@@ -47,6 +55,7 @@ type Provider struct {
 	azure      bool
 	apiVersion string
 	httpClient *http.Client
+	cache      *provider.EncodeCache
 	chat       sdk.ChatCompletionService
 }
 
@@ -118,16 +127,18 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 	if err := ctx.Err(); err != nil {
 		return provider.Response{}, provider.CanceledError(ctx, p.name)
 	}
-	params, err := buildParams(req)
+	body, err := p.body(req)
 	if err != nil {
 		return provider.Response{}, &provider.Error{Code: provider.CodeBadRequest, Message: p.name + ": " + err.Error()}
 	}
-	var reqOpts []option.RequestOption
+	// The body replaces the (empty) params' encoding; the SDK then adds
+	// "stream": true to it as it would to its own.
+	reqOpts := []option.RequestOption{option.WithRequestBody("application/json", body)}
 	if p.azure {
 		reqOpts = append(reqOpts, option.WithBaseURL(azureDeploymentURL(p.baseURL, req.Model)))
 	}
 
-	stream := p.chat.NewStreaming(ctx, params, reqOpts...)
+	stream := p.chat.NewStreaming(ctx, sdk.ChatCompletionNewParams{}, reqOpts...)
 	defer func() { _ = stream.Close() }()
 	resp, err := p.consume(ctx, stream, onDelta)
 	if err != nil {
@@ -274,6 +285,74 @@ func reasoningText(d sdk.ChatCompletionChunkChoiceDelta) string {
 		}
 	}
 	return ""
+}
+
+// historyMarker stands for the history in the encoding of a request's other
+// parameters; a JSON string cannot hold the encoding of a message, so the
+// marker's can only be found where the marker message is.
+const historyMarker = "\x00tandem: the conversation goes here\x00"
+
+// encodeFormat names this package's encoding of a message in the cache.
+const encodeFormat = "openai-chat"
+
+// body is the JSON the SDK would make of buildParams(req), byte for byte,
+// made of the parameters without the history and of the history's messages,
+// each encoded once and then taken from the cache.
+func (p *Provider) body(req provider.Request) ([]byte, error) {
+	if len(req.Messages) == 0 {
+		params, err := buildParams(req)
+		if err != nil {
+			return nil, err
+		}
+		return params.MarshalJSON()
+	}
+	head := req
+	head.Messages = []provider.Message{{Role: provider.RoleUser, Text: historyMarker}}
+	params, err := buildParams(head)
+	if err != nil {
+		return nil, err
+	}
+	whole, err := params.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	mark, err := encodeMessage(head.Messages[0])
+	if err != nil {
+		return nil, err
+	}
+	at := bytes.Index(whole, mark)
+	if at < 0 {
+		return nil, errors.New("encoding the request: the history's place was not found")
+	}
+	encs := make([][]byte, len(req.Messages))
+	size := len(whole) - len(mark) + len(encs)
+	for i, m := range req.Messages {
+		enc, err := p.cache.Encode(encodeFormat, m, encodeMessage)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		encs[i] = enc
+		size += len(enc)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, whole[:at]...)
+	for i, enc := range encs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, enc...)
+	}
+	return append(out, whole[at+len(mark):]...), nil
+}
+
+// encodeMessage is the JSON of one message as the SDK encodes it within
+// the request.
+func encodeMessage(m provider.Message) ([]byte, error) {
+	msg, err := convertMessage(m)
+	if err != nil {
+		return nil, err
+	}
+	return msg.MarshalJSON()
 }
 
 // buildParams translates the neutral request to Chat Completions parameters.

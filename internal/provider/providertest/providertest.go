@@ -5,11 +5,15 @@ package providertest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tandem-dev/tandem/internal/provider"
 )
 
 // Request is one request the fake server saw.
@@ -60,4 +64,49 @@ func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.reqs)
+}
+
+// All returns every request the server saw, oldest first.
+func (s *Server) All() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Conversation returns a history of n messages that uses every kind of
+// message and content a provider encodes: prompts with HTML, quotes,
+// control and non-ASCII characters, an image, assistant text with tool
+// calls (arguments nested, empty, or none), several results of one turn,
+// errors, and empty texts. Message i is the same whatever n is, so that
+// Conversation(n+1) is Conversation(n) and one more message, as a
+// session's history grows.
+func Conversation(n int) []provider.Message {
+	msgs := make([]provider.Message, 0, n)
+	for i := 0; len(msgs) < n; i++ {
+		turn := []provider.Message{
+			{Role: provider.RoleUser, Text: fmt.Sprintf("prompt %d: fix <b>this</b> & \"that\"\u2028 \u00e9t\u00e9 \x01 \U0001F600\n\ttabs", i)},
+			{Role: provider.RoleAssistant, Text: fmt.Sprintf("Looking at it (%d).", i), ToolCalls: []provider.ToolCall{
+				{ID: fmt.Sprintf("call_%d_a", i), Name: "view", Arguments: json.RawMessage(`{"path":"a.go","range":{"start":1,"end":20}}`)},
+				{ID: fmt.Sprintf("call_%d_b", i), Name: "ls", Arguments: json.RawMessage(`{}`)},
+			}},
+			{Role: provider.RoleTool, ToolCallID: fmt.Sprintf("call_%d_a", i), ToolName: "view", Text: strings.Repeat("1\tpackage main <html> & more\n", 1+i%7)},
+			{Role: provider.RoleTool, ToolCallID: fmt.Sprintf("call_%d_b", i), ToolName: "ls", Text: "permission denied", IsError: true},
+			{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: fmt.Sprintf("call_%d_c", i), Name: "bash"}}},
+			{Role: provider.RoleTool, ToolCallID: fmt.Sprintf("call_%d_c", i), ToolName: "bash", Text: ""},
+			{Role: provider.RoleAssistant, Text: fmt.Sprintf("Done with step %d; see `a.go` \u2029.", i)},
+		}
+		if i%3 == 1 {
+			turn[0].Images = []provider.Image{{MimeType: "image/png", Data: []byte(fmt.Sprintf("\x89PNG fake image %d", i))}}
+		}
+		if i%4 == 2 {
+			turn[0].Text = ""
+			turn[0].Images = []provider.Image{{MimeType: "image/jpeg", Data: []byte("jpeg")}}
+		}
+		for _, m := range turn {
+			if len(msgs) < n {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	return msgs
 }

@@ -45,6 +45,10 @@ func WithHTTPClient(c *http.Client) Option {
 // Registry builds providers. It is safe for concurrent use.
 type Registry struct {
 	fixed *http.Client // WithHTTPClient's, if any
+	// encodings are the messages the providers sent, encoded, so that a
+	// session's next step does not encode its whole history again; one
+	// cache, bounded, for every provider the Registry builds.
+	encodings *provider.EncodeCache
 
 	mu sync.Mutex
 	// clients maps settings to their element of lru, whose value is an
@@ -68,7 +72,7 @@ type entry struct {
 
 // New returns a Registry.
 func New(opts ...Option) *Registry {
-	r := &Registry{clients: make(map[clientKey]*list.Element)}
+	r := &Registry{clients: make(map[clientKey]*list.Element), encodings: provider.NewEncodeCache(provider.DefaultEncodeCacheBytes)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -89,13 +93,13 @@ func (r *Registry) Provider(cfg provider.Config) (provider.Provider, error) {
 		if cfg.Type == provider.TypeAzure && strings.TrimSpace(cfg.BaseURL) == "" {
 			return nil, errors.New("azure provider: no endpoint: set AZURE_OPENAI_ENDPOINT (or the provider's base_url) to the resource endpoint, e.g. https://NAME.openai.azure.com")
 		}
-		op, err := openai.New(cfg, openai.WithHTTPClient(r.client(cfg)))
+		op, err := openai.New(cfg, openai.WithHTTPClient(r.client(cfg)), openai.WithEncodeCache(r.encodings))
 		if err != nil {
 			return nil, err
 		}
 		p = op
 	case provider.TypeAnthropic:
-		ap, err := anthropic.New(cfg, anthropic.WithHTTPClient(r.client(cfg)))
+		ap, err := anthropic.New(cfg, anthropic.WithHTTPClient(r.client(cfg)), anthropic.WithEncodeCache(r.encodings))
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,77 @@
+package coordinator
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// idleWith makes an idle session whose history holds a message of n bytes.
+func idleWith(t *testing.T, i, n int) *sessionRuns {
+	h := &agent.History{}
+	m := proto.Message{ID: fmt.Sprint("m", i), Role: proto.RoleUser, Parts: []proto.Part{{Type: proto.PartText, Text: strings.Repeat("x", n)}}}
+	require.NoError(t, h.Record(m, func(proto.Message) error { return nil }))
+	return &sessionRuns{id: fmt.Sprint("s", i), history: h}
+}
+
+func kept(srs []*sessionRuns) (n int, bytes int64) {
+	for _, sr := range srs {
+		if sr.history != nil {
+			n++
+			bytes += sr.history.Size()
+		}
+	}
+	return n, bytes
+}
+
+// TestIdleHistoriesEvictAtTheirBounds: idle sessions keep their histories
+// up to a number and up to a size in all, the least recently idle dropped
+// first; a history that grew with more runs counts at its new size.
+func TestIdleHistoriesEvictAtTheirBounds(t *testing.T) {
+	var h histories
+	var small []*sessionRuns
+	for i := range maxIdleHistories + 50 {
+		sr := idleWith(t, i, 100)
+		small = append(small, sr)
+		h.went(sr)
+	}
+	n, _ := kept(small)
+	require.Equal(t, maxIdleHistories, n)
+	require.Nil(t, small[0].history, "the least recently idle kept its history")
+	require.NotNil(t, small[len(small)-1].history)
+
+	var big []*sessionRuns
+	for i := range 20 {
+		sr := idleWith(t, 1000+i, maxIdleHistoryBytes/8)
+		big = append(big, sr)
+		h.went(sr)
+		_, bytes := kept(append(slices.Clone(small), big...))
+		require.LessOrEqual(t, bytes, int64(maxIdleHistoryBytes), "after %d large histories", i+1)
+	}
+	n, _ = kept(big)
+	require.Equal(t, 7, n, "large histories kept")
+	require.NotNil(t, big[len(big)-1].history)
+
+	// A session that ran again goes idle with its history's new size.
+	last := big[len(big)-1]
+	require.NoError(t, last.history.Record(proto.Message{ID: "more", Role: proto.RoleAssistant,
+		Parts: []proto.Part{{Type: proto.PartText, Text: strings.Repeat("y", maxIdleHistoryBytes/2)}}},
+		func(proto.Message) error { return nil }))
+	h.went(last)
+	_, bytes := kept(append(slices.Clone(small), big...))
+	require.LessOrEqual(t, bytes, int64(maxIdleHistoryBytes))
+	require.NotNil(t, last.history)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var sum int64
+	for _, e := range h.idle {
+		sum += e.size
+	}
+	require.Equal(t, sum, h.bytes)
+}

@@ -1,0 +1,169 @@
+package provider
+
+import (
+	"bytes"
+	"container/list"
+	"hash/maphash"
+	"slices"
+	"sync"
+)
+
+// DefaultEncodeCacheBytes is the size of the encode cache a Registry keeps:
+// the histories of a few dozen long sessions running at once.
+const DefaultEncodeCacheBytes = 16 << 20
+
+// entryOverhead is what an entry costs besides its bytes: the list element,
+// the map slot and the Message header, roughly.
+const entryOverhead = 256
+
+// EncodeCache keeps the wire encodings of conversation messages, so that a
+// model request carries the history it carried before without encoding it
+// again. Every step of a session re-sends its whole history; encoding all of
+// it through an SDK at every step made the cost of a step grow with the
+// session, and long sessions spent a third of their CPU on it. With the
+// cache a step encodes only its new messages and pays, for the others, a
+// hash and a comparison, which is what copying them costs anyway.
+//
+// Entries are keyed by content (the format and every field of the Message),
+// so a cache serves any number of sessions and providers, and nothing
+// depends on who built the Message or when. It holds at most its size in
+// bytes (the encodings and the messages they were made from) and drops the
+// least recently used entries past it. A nil *EncodeCache keeps nothing.
+// It is safe for concurrent use.
+type EncodeCache struct {
+	max  int64
+	seed maphash.Seed
+
+	mu      sync.Mutex
+	size    int64
+	entries map[uint64]*list.Element // values are *encodedEntry
+	lru     list.List                // front: most recently used
+}
+
+type encodedEntry struct {
+	key    uint64
+	format string
+	msg    Message
+	enc    []byte
+	cost   int64
+}
+
+// NewEncodeCache returns a cache that holds at most maxBytes.
+func NewEncodeCache(maxBytes int64) *EncodeCache {
+	return &EncodeCache{max: maxBytes, seed: maphash.MakeSeed(), entries: make(map[uint64]*list.Element)}
+}
+
+// Encode returns the encoding of m in format (a name the caller picks for
+// its encoding, so that providers with different wire formats can share a
+// cache): the one kept, or encode(m), which it then keeps. The result is
+// shared and must not be changed; neither may m's byte slices (tool call
+// arguments, image data) once passed.
+func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]byte, error)) ([]byte, error) {
+	if c == nil {
+		return encode(m)
+	}
+	key := c.hash(format, &m)
+	c.mu.Lock()
+	if el, ok := c.entries[key]; ok {
+		e := el.Value.(*encodedEntry)
+		if e.format == format && sameMessage(&e.msg, &m) {
+			c.lru.MoveToFront(el)
+			c.mu.Unlock()
+			return e.enc, nil
+		}
+	}
+	c.mu.Unlock()
+
+	enc, err := encode(m)
+	if err != nil {
+		return nil, err
+	}
+	cost := int64(len(enc)+len(format)+entryOverhead) + messageBytes(&m)
+	if cost > c.max/8 {
+		// One huge message (a prompt's attachments, which later turns
+		// replace by a note) would push out everybody else's history.
+		return enc, nil
+	}
+	m.ToolCalls = slices.Clone(m.ToolCalls)
+	m.Images = slices.Clone(m.Images)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		// Another request encoded it meanwhile, or (rarely) a different
+		// message has the same hash: the newer one wins.
+		c.removeLocked(el)
+	}
+	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, msg: m, enc: enc, cost: cost})
+	c.size += cost
+	for c.size > c.max {
+		c.removeLocked(c.lru.Back())
+	}
+	return enc, nil
+}
+
+func (c *EncodeCache) removeLocked(el *list.Element) {
+	e := c.lru.Remove(el).(*encodedEntry)
+	delete(c.entries, e.key)
+	c.size -= e.cost
+}
+
+// hash covers every field of m, each one length-prefixed so that no two
+// different messages feed the hash the same bytes.
+func (c *EncodeCache) hash(format string, m *Message) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	num := func(n int) {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(n >> (8 * i))
+		}
+		_, _ = h.Write(b[:])
+	}
+	str := func(s string) { num(len(s)); _, _ = h.WriteString(s) }
+	raw := func(b []byte) { num(len(b)); _, _ = h.Write(b) }
+	str(format)
+	str(m.Role)
+	str(m.Text)
+	str(m.ToolCallID)
+	str(m.ToolName)
+	if m.IsError {
+		_ = h.WriteByte(1)
+	} else {
+		_ = h.WriteByte(0)
+	}
+	num(len(m.ToolCalls))
+	for _, tc := range m.ToolCalls {
+		str(tc.ID)
+		str(tc.Name)
+		raw(tc.Arguments)
+	}
+	num(len(m.Images))
+	for _, img := range m.Images {
+		str(img.MimeType)
+		raw(img.Data)
+	}
+	return h.Sum64()
+}
+
+func sameMessage(a, b *Message) bool {
+	return a.Role == b.Role && a.Text == b.Text && a.ToolCallID == b.ToolCallID &&
+		a.ToolName == b.ToolName && a.IsError == b.IsError &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y ToolCall) bool {
+			return x.ID == y.ID && x.Name == y.Name && bytes.Equal(x.Arguments, y.Arguments)
+		}) &&
+		slices.EqualFunc(a.Images, b.Images, func(x, y Image) bool {
+			return x.MimeType == y.MimeType && bytes.Equal(x.Data, y.Data)
+		})
+}
+
+// messageBytes is what m's contents weigh in the cache.
+func messageBytes(m *Message) int64 {
+	n := len(m.Role) + len(m.Text) + len(m.ToolCallID) + len(m.ToolName)
+	for _, tc := range m.ToolCalls {
+		n += len(tc.ID) + len(tc.Name) + len(tc.Arguments) + 64
+	}
+	for _, img := range m.Images {
+		n += len(img.MimeType) + len(img.Data) + 48
+	}
+	return int64(n)
+}

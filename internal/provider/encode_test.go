@@ -1,0 +1,162 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// counting encodes a message as its text and counts the calls.
+type counting struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counting) encode(m Message) ([]byte, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return []byte(m.Role + ":" + m.Text), nil
+}
+
+func (c *counting) calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func TestEncodeCacheHitsOnlyTheSameMessage(t *testing.T) {
+	c := NewEncodeCache(1 << 20)
+	var enc counting
+	base := Message{Role: RoleAssistant, Text: "hello", ToolCalls: []ToolCall{{ID: "a", Name: "view", Arguments: json.RawMessage(`{"path":"x"}`)}},
+		Images: []Image{{MimeType: "image/png", Data: []byte("png")}}}
+	got, err := c.Encode("f", base, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, "assistant:hello", string(got))
+	// An equal message built anew (other backing arrays) is a hit.
+	again := base
+	again.Text = strings.Clone(base.Text)
+	again.ToolCalls = []ToolCall{{ID: "a", Name: "view", Arguments: json.RawMessage(`{"path":"x"}`)}}
+	again.Images = []Image{{MimeType: "image/png", Data: []byte("png")}}
+	_, err = c.Encode("f", again, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 1, enc.calls())
+
+	// Any field that differs, and another format, is a miss.
+	variants := []func(m *Message){
+		func(m *Message) { m.Role = RoleUser },
+		func(m *Message) { m.Text = "hellO" },
+		func(m *Message) { m.ToolCallID = "x" },
+		func(m *Message) { m.ToolName = "x" },
+		func(m *Message) { m.IsError = true },
+		func(m *Message) { m.ToolCalls = nil },
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "b", Name: "view", Arguments: json.RawMessage(`{"path":"x"}`)}}
+		},
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "a", Name: "ls", Arguments: json.RawMessage(`{"path":"x"}`)}}
+		},
+		func(m *Message) {
+			m.ToolCalls = []ToolCall{{ID: "a", Name: "view", Arguments: json.RawMessage(`{"path":"y"}`)}}
+		},
+		func(m *Message) { m.Images = nil },
+		func(m *Message) { m.Images = []Image{{MimeType: "image/jpeg", Data: []byte("png")}} },
+		func(m *Message) { m.Images = []Image{{MimeType: "image/png", Data: []byte("pnG")}} },
+	}
+	for i, change := range variants {
+		m := base
+		change(&m)
+		_, err := c.Encode("f", m, enc.encode)
+		require.NoError(t, err)
+		require.Equal(t, 2+i, enc.calls(), "variant %d was taken for the original", i)
+	}
+	_, err = c.Encode("g", base, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 2+len(variants), enc.calls())
+}
+
+// TestEncodeCacheEvictsAtItsBound fills a cache far past its size: it never
+// holds more than its bound, drops the least recently used first, and does
+// not keep a message too large to share the cache with others.
+func TestEncodeCacheEvictsAtItsBound(t *testing.T) {
+	const bound = 64 << 10
+	c := NewEncodeCache(bound)
+	var enc counting
+	msg := func(i int) Message {
+		return Message{Role: RoleUser, Text: fmt.Sprintf("%05d%s", i, strings.Repeat("x", 1000))}
+	}
+	_, err := c.Encode("f", msg(0), enc.encode)
+	require.NoError(t, err)
+	for i := 1; i < 1000; i++ {
+		_, err := c.Encode("f", msg(i), enc.encode)
+		require.NoError(t, err)
+		// Message 0 is used at every step, like the first prompt of a
+		// session that keeps running: it stays.
+		_, err = c.Encode("f", msg(0), enc.encode)
+		require.NoError(t, err)
+		c.mu.Lock()
+		size, n := c.size, len(c.entries)
+		c.mu.Unlock()
+		require.LessOrEqual(t, size, int64(bound), "after %d messages", i+1)
+		require.Equal(t, n, c.lru.Len())
+	}
+	require.Equal(t, 1000, enc.calls(), "message 0 was evicted although used at every step")
+	c.mu.Lock()
+	kept := len(c.entries)
+	c.mu.Unlock()
+	require.Greater(t, kept, 20, "the cache keeps too little of its bound")
+	require.Less(t, kept, 64)
+
+	// The newest ones are there, the oldest gone.
+	_, err = c.Encode("f", msg(999), enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 1000, enc.calls())
+	_, err = c.Encode("f", msg(1), enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 1001, enc.calls())
+
+	huge := Message{Role: RoleUser, Text: strings.Repeat("y", bound/8)}
+	for range 2 {
+		_, err = c.Encode("f", huge, enc.encode)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1003, enc.calls(), "a message of an eighth of the cache was kept")
+}
+
+func TestEncodeCacheConcurrent(t *testing.T) {
+	c := NewEncodeCache(32 << 10)
+	var enc counting
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				m := Message{Role: RoleTool, Text: fmt.Sprintf("result %d %s", (i+g)%80, strings.Repeat("z", 300))}
+				got, err := c.Encode("f", m, enc.encode)
+				if err != nil || string(got) != "tool:"+m.Text {
+					t.Errorf("got %q, %v", got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.LessOrEqual(t, c.size, int64(32<<10))
+}
+
+func TestNilEncodeCacheEncodesEveryTime(t *testing.T) {
+	var c *EncodeCache
+	var enc counting
+	for range 3 {
+		_, err := c.Encode("f", Message{Text: "a"}, enc.encode)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, enc.calls())
+}
