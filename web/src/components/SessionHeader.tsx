@@ -16,7 +16,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [menu, setMenu] = useState(false);
   const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
   const ctx = sess.context ?? { cwd: '' };
-  const fill = ctx.tokens !== undefined && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
+  const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
   const usage = formatUsage(sess.usage);
 
   return (
@@ -131,7 +131,11 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
             {fmt(ctx.tokens)}/{fmt(ctx.window)} ({Math.round(fill * 100)}%)
           </span>
         )}
-        {fill === undefined && ctx.tokens !== undefined && <span class="ctx">context {fmt(ctx.tokens)} tokens</span>}
+        {fill === undefined && typeof ctx.tokens === 'number' && (
+          <span class="ctx" title="Context: the size of the next model request (the model's window is not known)" data-testid="context-fill">
+            context {fmt(ctx.tokens)} tokens
+          </span>
+        )}
         {usage && (
           <span class="usage" data-testid="usage" title="Tokens and cost of this session's runs">
             {usage}
