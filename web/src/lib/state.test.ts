@@ -308,7 +308,7 @@ describe('steering, compaction and usage (v1.1)', () => {
     const ws = fold([
       env(1, 'run.accepted', { run_id: 'r1', state: 'running', client_id: 'c-a', compaction: true }, r1),
       env(2, 'session.compaction_started', { tokens_before: 50 }, r1),
-      env(3, 'run.completed', { run_id: 'r1', outcome: 'error', error: { code: 'compaction_failed', message: 'nothing to compact' }, message_id: 'm' }, r1),
+      env(3, 'run.completed', { run_id: 'r1', outcome: 'error', error: { code: 'compaction_failed', message: 'compaction failed: nothing to compact' }, message_id: 'm' }, r1),
     ]);
     const st = ws.sessions.s;
     expect(st.compacting).toBeUndefined();

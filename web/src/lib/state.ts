@@ -435,7 +435,8 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
       // Whatever the outcome, a compaction of this run is over.
       if (next.compacting) next = { ...next, compacting: undefined };
       if (c.outcome === 'error' && c.error?.code === 'compaction_failed') {
-        next = notice(next, ev, 'error', `Compaction failed: ${c.error.message}. The history is unchanged.`);
+        const why = c.error.message.replace(/^compaction failed:\s*/i, '');
+        next = notice(next, ev, 'error', `Compaction failed: ${why}. The history is unchanged.`);
       } else if (c.outcome === 'error' && c.error) {
         next = notice(next, ev, 'error', `The run failed: ${c.error.message} (${c.error.code})`);
       }
