@@ -100,9 +100,10 @@ test('two browsers drive one session together', async ({ env, page, browser }) =
   await ctxB.close();
 });
 
-// A rename on one page shows on the other at once: in its header and in its
-// session list, without a reload, and the server keeps it.
-test('a rename on one page shows on the other live', async ({ env, page, browser }) => {
+// A rename or a model switch on one page shows on the other at once: in its
+// header and its session list, without a reload, and its fields follow (a
+// rename starts from the current title; no stale model offers a switch).
+test('a rename and a model switch on one page show on the other live', async ({ env, page, browser }) => {
   const a = page;
   const problemsA = watch(a);
   await openWorkspace(a, env.tandem.url, env.workDir);
@@ -136,10 +137,20 @@ test('a rename on one page shows on the other live', async ({ env, page, browser
 
   // And back the other way, by double-clicking the title.
   await b.locator('h2.session-title').dblclick();
+  await expect(b.getByLabel('Session title')).toHaveValue('Release checklist');
   await b.getByLabel('Session title').fill('Release checklist, v2');
   await b.getByLabel('Session title').press('Enter');
   await expect(a.locator('h2.session-title')).toHaveText('Release checklist, v2');
   await expect(a.getByRole('navigation', { name: 'Sessions' }).getByRole('link')).toContainText('Release checklist, v2');
+
+  await a.getByLabel('Model').fill('openai/other-model');
+  await a.getByLabel('Reasoning effort').selectOption('high');
+  await a.getByRole('button', { name: 'Switch' }).click();
+  await expect(b.getByLabel('Model')).toHaveValue('openai/other-model');
+  await expect(b.getByLabel('Reasoning effort')).toHaveValue('high');
+  await expect(b.locator('.notice')).toContainText('Model changed to openai/other-model (high), was openai/fake');
+  await expect(b.getByRole('button', { name: 'Switch' })).toHaveCount(0);
+  await expect(a.getByRole('button', { name: 'Switch' })).toHaveCount(0);
 
   expect(problemsA).toEqual([]);
   expect(problemsB).toEqual([]);

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import type { SessionState } from '../lib/state';
 import { useController } from './context';
@@ -14,6 +14,15 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [model, setModel] = useState(sess.model);
   const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
   const [menu, setMenu] = useState(false);
+  // Another client may rename the session or switch its model: the fields
+  // follow, unless this page is editing the title.
+  useEffect(() => {
+    if (!renaming) setTitle(sess.title);
+  }, [sess.title]);
+  useEffect(() => {
+    setModel(sess.model);
+    setEffort(sess.reasoning_effort ?? '');
+  }, [sess.model, sess.reasoning_effort]);
   const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
   const ctx = sess.context ?? { cwd: '' };
   const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
@@ -50,7 +59,14 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
             <button type="submit">Save</button>
           </form>
         ) : (
-          <h2 class="session-title" title="Rename" onDblClick={() => setRenaming(true)}>
+          <h2
+            class="session-title"
+            title="Rename"
+            onDblClick={() => {
+              setTitle(sess.title);
+              setRenaming(true);
+            }}
+          >
             {sess.title || 'Untitled session'}
           </h2>
         )}

@@ -74,7 +74,7 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
                 <ol>
                   {queued.map((r) => (
                     <li key={r.id}>
-                      <span class="muted small">{who(state, r.clientId)}:</span> {r.compaction ? 'compact the conversation' : (r.prompt ?? '(prompt)')}
+                      <span class="muted small">{who(state, r.clientId)}:</span> {r.compaction ? 'compact the conversation' : r.prompt || '(prompt)'}
                     </li>
                   ))}
                 </ol>
