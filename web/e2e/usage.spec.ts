@@ -133,6 +133,17 @@ test('compact now shows the compaction and the context fill drops', async ({ env
   expect(s.usage.input_tokens).toBeGreaterThan(s0.usage.input_tokens);
   expect(await fill(page)).toBeCloseTo(s.context.tokens / 16000, 3);
 
+  // Auto-compaction can be turned off (and on again) for the session.
+  await expect(page.getByTestId('auto-compaction-off')).toHaveCount(0);
+  await page.getByRole('button', { name: 'Session actions' }).click();
+  await page.getByRole('menuitem', { name: 'Turn auto-compaction off' }).click();
+  await expect(page.getByTestId('auto-compaction-off')).toBeVisible();
+  expect((await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`)).compaction).toEqual({ auto: false, threshold: 0.8 });
+  await page.getByRole('button', { name: 'Session actions' }).click();
+  await page.getByRole('menuitem', { name: 'Turn auto-compaction on' }).click();
+  await expect(page.getByTestId('auto-compaction-off')).toHaveCount(0);
+  expect((await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`)).compaction.auto).toBe(true);
+
   // The next prompt reads the summary, not the conversation.
   env.fake.script = () => ({ text: ['Carrying on.'] });
   await send(page, 'Go on');

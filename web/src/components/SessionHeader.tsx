@@ -27,6 +27,9 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const ctx = sess.context ?? { cwd: '' };
   const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
   const usage = formatUsage(sess.usage);
+  const autoCompact = sess.compaction?.auto ?? true;
+  // The meter turns to "high" where the session compacts on its own.
+  const threshold = sess.compaction?.threshold ?? 0.8;
 
   return (
     <header class="session-head">
@@ -98,6 +101,9 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
               <button type="button" role="menuitem" onClick={() => void c.compact(sess.id)}>
                 Compact now
               </button>
+              <button type="button" role="menuitem" onClick={() => void c.setAutoCompaction(sess.id, !autoCompact)}>
+                {autoCompact ? 'Turn auto-compaction off' : 'Turn auto-compaction on'}
+              </button>
               <button
                 type="button"
                 role="menuitem"
@@ -143,7 +149,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
         </form>
         {fill !== undefined && (
           <span class="ctx" title={`Context: ${ctx.tokens} of ${ctx.window} tokens`} data-testid="context-fill">
-            <meter min={0} max={1} low={0.6} high={0.8} optimum={0.2} value={fill} />
+            <meter min={0} max={1} low={threshold * 0.75} high={threshold} optimum={0.2} value={fill} />
             {fmt(ctx.tokens)}/{fmt(ctx.window)} ({Math.round(fill * 100)}%)
           </span>
         )}
@@ -157,7 +163,11 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
             {usage}
           </span>
         )}
-        {sess.compaction && !sess.compaction.auto && <span class="chip">auto-compaction off</span>}
+        {!autoCompact && (
+          <span class="chip" data-testid="auto-compaction-off" title="This session compacts only when asked (Compact now)">
+            auto-compaction off
+          </span>
+        )}
       </div>
     </header>
   );

@@ -471,6 +471,18 @@ export class Controller {
     }
   }
 
+  /** setAutoCompaction turns the session's automatic compaction on or off (PATCH; every client sees session.updated). */
+  async setAutoCompaction(sid: string, auto: boolean) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const s = await this.api.updateSession(wid, sid, { compaction: { auto } });
+      this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
+    } catch (e) {
+      this.fail('Auto-compaction', e);
+    }
+  }
+
   async deleteSession(sid: string) {
     const wid = this.state.workspaceId;
     if (!wid) return;
