@@ -1,5 +1,5 @@
 import type { Page } from '@playwright/test';
-import { test, expect, watch, openWorkspace, shot, TOKEN } from './harness';
+import { test, expect, gate, watch, openWorkspace, shot, TOKEN } from './harness';
 import { fmtTokens, formatUsage } from '../src/lib/state';
 
 // The fake model gets a window and prices from the server's configuration
@@ -43,8 +43,8 @@ test('usage, cost and context fill after runs', async ({ env, page, browser }) =
   const first = page.getByTestId('msg-assistant').last();
   await expect(first).toContainText('Short answer.');
   await expect(first.getByTestId('msg-usage')).toHaveText('4.0k in · 500 out · $0.012');
+  await expect(page.getByTestId('usage')).toHaveText('4.0k in · 500 out · $0.012'); // the run is over
   await expect(first.getByTestId('run-usage')).toHaveCount(0); // one request: the run's total is the message's
-  await expect(page.getByTestId('usage')).toHaveText('4.0k in · 500 out · $0.012');
 
   // Two steps, a tool call then the answer: each its own, the run's sum under the last.
   env.fake.script = (_n, body) =>
@@ -151,5 +151,23 @@ test('compact now shows the compaction and the context fill drops', async ({ env
   const sent = env.fake.requests.at(-1).messages;
   expect(JSON.stringify(sent)).toContain('The user asked for a long report');
   expect(JSON.stringify(sent)).not.toContain('A long report. A long report.');
+
+  // A compaction whose summary request fails says so, changes nothing, and
+  // leaves no "Compacting…" behind for the next run.
+  const summaries = page.locator('details.summary');
+  await expect(summaries).toHaveCount(1);
+  env.fake.script = (_n, body) =>
+    JSON.stringify(body.messages).includes('You summarize a conversation') ? { status: 400 } : { text: ['Unused.'] };
+  await compactNow();
+  await expect(page.locator('.notice-error').last()).toContainText(/Compaction failed: .*400.*\. The history is unchanged\.$/);
+  await expect(summaries).toHaveCount(1);
+  const [held, release] = gate();
+  env.fake.script = () => ({ text: ['Working on it', ' now.'], holdAfter: 1, gate: held });
+  await send(page, 'One more thing');
+  await expect(page.locator('[data-testid="msg-assistant"][aria-busy="true"]')).toContainText('Working on it');
+  await expect(page.getByTestId('queue')).toContainText('Working');
+  await expect(page.getByTestId('queue')).not.toContainText('Compacting');
+  release();
+  await expect(page.getByTestId('msg-assistant').last()).toContainText('Working on it now.');
   expect(problems).toEqual([]);
 });
