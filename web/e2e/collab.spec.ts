@@ -99,3 +99,60 @@ test('two browsers drive one session together', async ({ env, page, browser }) =
   expect(problemsB).toEqual([]);
   await ctxB.close();
 });
+
+// A rename or a model switch on one page shows on the other at once: in its
+// header and its session list, without a reload, and its fields follow (a
+// rename starts from the current title; no stale model offers a switch).
+test('a rename and a model switch on one page show on the other live', async ({ env, page, browser }) => {
+  const a = page;
+  const problemsA = watch(a);
+  await openWorkspace(a, env.tandem.url, env.workDir);
+  await a.getByRole('button', { name: '+ New session' }).first().click();
+  await expect(a).toHaveURL(/\/s\/[0-9a-f-]{36}$/);
+  const hash = new URL(a.url()).hash.slice(1);
+  const wid = /\/w\/([0-9a-f-]{36})/.exec(hash)![1];
+  const sid = /\/s\/([0-9a-f-]{36})/.exec(hash)![1];
+
+  const ctxB = await browser.newContext();
+  const b = await ctxB.newPage();
+  const problemsB = watch(b);
+  await b.goto(`${env.tandem.url}/#token=${TOKEN}&${hash}`);
+  await expect(b.getByTestId('conn')).toHaveAttribute('data-state', 'live');
+  const before = await b.locator('h2.session-title').innerText();
+  expect(before).not.toBe('Release checklist');
+
+  await a.getByRole('button', { name: 'Session actions' }).click();
+  await a.getByRole('menuitem', { name: 'Rename' }).click();
+  await a.getByLabel('Session title').fill('Release checklist');
+  await a.getByLabel('Session title').press('Enter');
+  await expect(a.locator('h2.session-title')).toHaveText('Release checklist');
+
+  await expect(b.locator('h2.session-title')).toHaveText('Release checklist');
+  const listB = b.getByRole('navigation', { name: 'Sessions' }).getByRole('link');
+  await expect(listB).toHaveCount(1);
+  await expect(listB).toContainText('Release checklist');
+  await expect(listB).not.toContainText(before);
+  const s = await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`);
+  expect(s.title).toBe('Release checklist');
+
+  // And back the other way, by double-clicking the title.
+  await b.locator('h2.session-title').dblclick();
+  await expect(b.getByLabel('Session title')).toHaveValue('Release checklist');
+  await b.getByLabel('Session title').fill('Release checklist, v2');
+  await b.getByLabel('Session title').press('Enter');
+  await expect(a.locator('h2.session-title')).toHaveText('Release checklist, v2');
+  await expect(a.getByRole('navigation', { name: 'Sessions' }).getByRole('link')).toContainText('Release checklist, v2');
+
+  await a.getByLabel('Model').fill('openai/other-model');
+  await a.getByLabel('Reasoning effort').selectOption('high');
+  await a.getByRole('button', { name: 'Switch' }).click();
+  await expect(b.getByLabel('Model')).toHaveValue('openai/other-model');
+  await expect(b.getByLabel('Reasoning effort')).toHaveValue('high');
+  await expect(b.locator('.notice')).toContainText('Model changed to openai/other-model (high), was openai/fake');
+  await expect(b.getByRole('button', { name: 'Switch' })).toHaveCount(0);
+  await expect(a.getByRole('button', { name: 'Switch' })).toHaveCount(0);
+
+  expect(problemsA).toEqual([]);
+  expect(problemsB).toEqual([]);
+  await ctxB.close();
+});

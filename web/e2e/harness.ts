@@ -4,7 +4,7 @@
 
 import { test as base, expect, type Page, type BrowserContext } from '@playwright/test';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,14 @@ export const ARTIFACTS = fileURLToPath(new URL('../e2e-artifacts/', import.meta.
 
 // ---- fake model ----
 
+/** Usage a step reports, in Tandem's convention: input counts every token read, cached ones too. */
+export interface StepUsage {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  reasoning?: number;
+}
+
 export interface Step {
   text?: string[];
   reasoning?: string[];
@@ -26,6 +34,12 @@ export interface Step {
   holdAfter?: number;
   gate?: Promise<void>;
   status?: number;
+  /**
+   * usage is reported in a last chunk when the request asks for it
+   * (stream_options.include_usage), as OpenAI does. Unset: sized from the
+   * request (about 4 bytes a token) and the answer.
+   */
+  usage?: StepUsage;
 }
 
 export type Script = (n: number, body: any) => Step;
@@ -34,6 +48,7 @@ export type Script = (n: number, body: any) => Step;
 export class FakeModel {
   script: Script = () => ({ text: ['ok'] });
   requests: any[] = [];
+  private waiters: { n: number; resolve: () => void }[] = [];
   private constructor(
     private server: http.Server,
     readonly url: string,
@@ -46,6 +61,12 @@ export class FakeModel {
     const { port } = server.address() as net.AddressInfo;
     self = new FakeModel(server, `http://127.0.0.1:${port}/v1`);
     return self;
+  }
+
+  /** requested resolves once n requests have come in. */
+  requested(n: number): Promise<void> {
+    if (this.requests.length >= n) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ n, resolve }));
   }
 
   close() {
@@ -64,6 +85,7 @@ export class FakeModel {
     }
     const n = this.requests.length;
     this.requests.push(body);
+    this.waiters = this.waiters.filter((w) => (this.requests.length >= w.n ? (w.resolve(), false) : true));
     const s = this.script(n, body);
     if (s.status) {
       res.writeHead(s.status, { 'Content-Type': 'application/json' });
@@ -86,7 +108,30 @@ export class FakeModel {
       content.push(chunk({ tool_calls: [{ index: i, function: { arguments: args.slice(half) } }] }));
     });
     out.push(...content);
-    out.push(chunk({}, s.toolCalls?.length ? 'tool_calls' : 'stop'), 'data: [DONE]\n\n');
+    out.push(chunk({}, s.toolCalls?.length ? 'tool_calls' : 'stop'));
+    if (body?.stream_options?.include_usage === true) {
+      const written = [...(s.reasoning ?? []), ...(s.text ?? []), ...(s.toolCalls ?? []).map((c) => JSON.stringify(c.args))].join('');
+      const u = s.usage ?? { input: Math.ceil(raw.length / 4), output: Math.ceil(written.length / 4) + 1 };
+      out.push(
+        'data: ' +
+          JSON.stringify({
+            id: 'chatcmpl-1',
+            object: 'chat.completion.chunk',
+            created: 1,
+            model: 'fake',
+            choices: [],
+            usage: {
+              prompt_tokens: u.input,
+              completion_tokens: u.output,
+              total_tokens: u.input + u.output,
+              prompt_tokens_details: { cached_tokens: u.cacheRead ?? 0 },
+              completion_tokens_details: { reasoning_tokens: u.reasoning ?? 0 },
+            },
+          }) +
+          '\n\n',
+      );
+    }
+    out.push('data: [DONE]\n\n');
     let closed = false;
     res.on('close', () => (closed = true));
     for (let i = 0; i < out.length; i++) {
@@ -125,13 +170,32 @@ export class Tandem {
     readonly logs: string[],
   ) {}
 
-  static async start(o: { dataDir: string; modelURL: string; port?: number }): Promise<Tandem> {
+  /** start runs `tandem serve`; config is the path of a configuration file (models' windows and prices). */
+  static async start(o: { dataDir: string; modelURL: string; port?: number; config: string }): Promise<Tandem> {
     const bin = process.env.TANDEM_E2E_BIN;
     if (!bin) throw new Error('TANDEM_E2E_BIN is not set: run through playwright (its global setup builds tandem)');
     const port = o.port ?? (await freePort());
     const proc = spawn(
       bin,
-      ['serve', '--addr', `127.0.0.1:${port}`, '--data-dir', o.dataDir, '--token', TOKEN, '--model', 'openai/fake', '--detach-grace', '3s', '--heartbeat', '2s'],
+      [
+        'serve',
+        '--addr',
+        `127.0.0.1:${port}`,
+        '--data-dir',
+        o.dataDir,
+        '--token',
+        TOKEN,
+        '--model',
+        'openai/fake',
+        '--detach-grace',
+        '3s',
+        '--heartbeat',
+        '2s',
+        // Always a file of the test's own: a configuration of the machine's
+        // user must not change what the tests see.
+        '--config',
+        o.config,
+      ],
       {
         env: { ...process.env, OPENAI_BASE_URL: o.modelURL, OPENAI_API_KEY: 'fake-key', TANDEM_LOG_LEVEL: 'warn' },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -260,14 +324,18 @@ export interface Env {
   restart(): Promise<Tandem>;
 }
 
-export const test = base.extend<{ env: Env }>({
-  env: async ({}, use) => {
+export const test = base.extend<{ env: Env; tandemConfig: object }>({
+  /** tandemConfig is the server's configuration file (test.use({ tandemConfig: {models: ...} })). */
+  tandemConfig: [{}, { option: true }],
+  env: async ({ tandemConfig }, use) => {
     const root = mkdtempSync(join(tmpdir(), 'tandem-e2e-'));
     const workDir = join(root, 'project');
     const dataDir = join(root, 'data');
+    const config = join(root, 'config.json');
     mkdirSync(workDir);
+    writeFileSync(config, JSON.stringify(tandemConfig));
     const fake = await FakeModel.start();
-    let tandem = await Tandem.start({ dataDir, modelURL: fake.url });
+    let tandem = await Tandem.start({ dataDir, modelURL: fake.url, config });
     const env: Env = {
       fake,
       get tandem() {
@@ -277,7 +345,7 @@ export const test = base.extend<{ env: Env }>({
       dataDir,
       async restart() {
         await tandem.stop();
-        tandem = await Tandem.start({ dataDir, modelURL: fake.url, port: tandem.port });
+        tandem = await Tandem.start({ dataDir, modelURL: fake.url, port: tandem.port, config });
         return tandem;
       },
     };
@@ -338,6 +406,13 @@ export async function clientIdOf(page: Page): Promise<string> {
 
 export async function newContext(page: Page): Promise<BrowserContext> {
   return page.context().browser()!.newContext();
+}
+
+/** shot saves a screenshot of page as e2e-artifacts/screenshots/NAME.png (not committed). */
+export async function shot(page: Page, name: string) {
+  const dir = join(ARTIFACTS, 'screenshots');
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`) });
 }
 
 export function assistantTexts(page: Page) {

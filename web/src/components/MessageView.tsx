@@ -2,7 +2,7 @@ import { memo } from 'preact/compat';
 import { useMemo, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { renderMarkdown } from '../lib/markdown';
-import { fmtTokens, type Notice, type SessionState } from '../lib/state';
+import { fmtTokens, formatUsage, steerOf, type Notice, type SessionState } from '../lib/state';
 import type { Message, Part, Usage } from '../lib/types';
 import { useHighlightVersion } from './context';
 import { ToolCard } from './Cards';
@@ -16,16 +16,8 @@ export const Markdown = memo(function Markdown({ text }: { text: string }) {
   return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
 });
 
-export function formatUsage(u?: Usage): string | null {
-  if (!u) return null;
-  const parts = [`${fmt(u.input_tokens)} in`, `${fmt(u.output_tokens)} out`];
-  if (u.cache_read_tokens) parts.push(`${fmt(u.cache_read_tokens)} cached`);
-  if (u.reasoning_tokens) parts.push(`${fmt(u.reasoning_tokens)} reasoning`);
-  if (u.cost_usd !== undefined) parts.push(`$${u.cost_usd < 0.01 ? u.cost_usd.toFixed(4) : u.cost_usd.toFixed(2)}`);
-  return parts.join(' · ');
-}
-
 export const fmt = fmtTokens;
+export { formatUsage };
 
 function sizeOf(n: number) {
   return n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} B`;
@@ -48,10 +40,23 @@ export function MessageView(props: {
   const { state, session: s, message: m } = props;
   if (m.role === 'user') {
     const run = m.run_id ? s.runs[m.run_id] : undefined;
+    const steer = steerOf(s, m);
+    // A steered prompt is its sender's, not the sender of the run it joined.
+    const from = m.client_id || steer?.clientId || run?.clientId;
     return (
-      <article class="msg msg-user" data-testid="msg-user" aria-label="Prompt">
+      <article class={`msg msg-user ${steer ? 'steered' : ''}`} data-testid="msg-user" data-run-id={m.run_id} data-steered={steer ? 'true' : undefined} aria-label="Prompt">
         <header class="msg-head muted small">
-          <span class="who">{who(state, run?.clientId)}</span> · <time dateTime={m.created_at}>{new Date(m.created_at).toLocaleTimeString()}</time>
+          <span class="who">{who(state, from)}</span>
+          {steer && (
+            <>
+              {' '}
+              <span class="chip steered-tag" title="Steered: this prompt joined the running answer at its next step">
+                steered
+              </span>
+            </>
+          )}{' '}
+          ·{' '}
+          <time dateTime={m.created_at}>{new Date(m.created_at).toLocaleTimeString()}</time>
         </header>
         {m.parts.map((p, i) => {
           if (p.type === 'text') return <div key={i} class="user-text">{p.text}</div>;
@@ -85,8 +90,18 @@ function AssistantMessage({
   const finish = m.parts.find((p) => p.type === 'finish') as Extract<Part, { type: 'finish' }> | undefined;
   const streaming = !finish && !m.parts.some((p) => p.type === 'summary');
   const hasContent = m.parts.some((p) => p.type !== 'finish');
+  const run = m.run_id ? s.runs[m.run_id] : undefined;
+  // The run's total goes under its last message, when it says more than that message's own usage.
+  const runUsage = run?.state === 'done' && run.messageId === m.id && run.usage && !sameUsage(run.usage, m.usage) ? formatUsage(run.usage) : null;
+  const msgUsage = formatUsage(m.usage);
   return (
-    <article class={`msg msg-assistant ${streaming ? 'streaming' : ''}`} data-testid="msg-assistant" data-message-id={m.id} aria-busy={streaming}>
+    <article
+      class={`msg msg-assistant ${streaming ? 'streaming' : ''}`}
+      data-testid="msg-assistant"
+      data-message-id={m.id}
+      data-run-id={m.run_id}
+      aria-busy={streaming}
+    >
       {m.parts.map((p, i) => {
         switch (p.type) {
           case 'text':
@@ -116,14 +131,33 @@ function AssistantMessage({
           {finish.message ? `: ${finish.message}` : ''}
         </p>
       )}
-      {(m.usage || m.model) && !streaming && (
+      {(msgUsage || runUsage || m.model) && !streaming && (
         <footer class="msg-foot muted small">
           {m.model}
-          {m.usage && <> · {formatUsage(m.usage)}</>}
+          {msgUsage && (
+            <>
+              {m.model && ' · '}
+              <span data-testid="msg-usage" title="What this model request used">
+                {msgUsage}
+              </span>
+            </>
+          )}
+          {runUsage && (
+            <>
+              {' · '}
+              <span data-testid="run-usage" title="What the whole run used, every model request summed">
+                run: {runUsage}
+              </span>
+            </>
+          )}
         </footer>
       )}
     </article>
   );
+}
+
+function sameUsage(a: Usage, b?: Usage) {
+  return !!b && a.input_tokens === b.input_tokens && a.output_tokens === b.output_tokens && a.cost_usd === b.cost_usd;
 }
 
 function Reasoning({ text, live }: { text: string; live: boolean }) {

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import type { SessionState } from '../lib/state';
 import { useController } from './context';
@@ -14,10 +14,22 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [model, setModel] = useState(sess.model);
   const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
   const [menu, setMenu] = useState(false);
+  // Another client may rename the session or switch its model: the fields
+  // follow, unless this page is editing the title.
+  useEffect(() => {
+    if (!renaming) setTitle(sess.title);
+  }, [sess.title]);
+  useEffect(() => {
+    setModel(sess.model);
+    setEffort(sess.reasoning_effort ?? '');
+  }, [sess.model, sess.reasoning_effort]);
   const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
   const ctx = sess.context ?? { cwd: '' };
-  const fill = ctx.tokens !== undefined && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
+  const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
   const usage = formatUsage(sess.usage);
+  const autoCompact = sess.compaction?.auto ?? true;
+  // The meter turns to "high" where the session compacts on its own.
+  const threshold = sess.compaction?.threshold ?? 0.8;
 
   return (
     <header class="session-head">
@@ -50,7 +62,14 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
             <button type="submit">Save</button>
           </form>
         ) : (
-          <h2 class="session-title" title="Rename" onDblClick={() => setRenaming(true)}>
+          <h2
+            class="session-title"
+            title="Rename"
+            onDblClick={() => {
+              setTitle(sess.title);
+              setRenaming(true);
+            }}
+          >
             {sess.title || 'Untitled session'}
           </h2>
         )}
@@ -81,6 +100,9 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
               </button>
               <button type="button" role="menuitem" onClick={() => void c.compact(sess.id)}>
                 Compact now
+              </button>
+              <button type="button" role="menuitem" onClick={() => void c.setAutoCompaction(sess.id, !autoCompact)}>
+                {autoCompact ? 'Turn auto-compaction off' : 'Turn auto-compaction on'}
               </button>
               <button
                 type="button"
@@ -127,17 +149,25 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
         </form>
         {fill !== undefined && (
           <span class="ctx" title={`Context: ${ctx.tokens} of ${ctx.window} tokens`} data-testid="context-fill">
-            <meter min={0} max={1} low={0.6} high={0.8} optimum={0.2} value={fill} />
+            <meter min={0} max={1} low={threshold * 0.75} high={threshold} optimum={0.2} value={fill} />
             {fmt(ctx.tokens)}/{fmt(ctx.window)} ({Math.round(fill * 100)}%)
           </span>
         )}
-        {fill === undefined && ctx.tokens !== undefined && <span class="ctx">context {fmt(ctx.tokens)} tokens</span>}
+        {fill === undefined && typeof ctx.tokens === 'number' && (
+          <span class="ctx" title="Context: the size of the next model request (the model's window is not known)" data-testid="context-fill">
+            context {fmt(ctx.tokens)} tokens
+          </span>
+        )}
         {usage && (
           <span class="usage" data-testid="usage" title="Tokens and cost of this session's runs">
             {usage}
           </span>
         )}
-        {sess.compaction && !sess.compaction.auto && <span class="chip">auto-compaction off</span>}
+        {!autoCompact && (
+          <span class="chip" data-testid="auto-compaction-off" title="This session compacts only when asked (Compact now)">
+            auto-compaction off
+          </span>
+        )}
       </div>
     </header>
   );

@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import type { AppState } from '../lib/controller';
-import { activeRun, isBusy, pendingPermissions, queue, rows, toolResults, type SessionState } from '../lib/state';
+import { activeRun, isBusy, pendingPermissions, pendingSteers, queue, rows, toolResults, type SessionState } from '../lib/state';
 import { useController } from './context';
 import { MessageView, NoticeView } from './MessageView';
 import { PermissionCard, ToolRequestCard } from './Cards';
@@ -16,6 +16,8 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
   const toolWaits = Object.values(s.toolRequests).filter((t) => !t.resolved);
   const queued = queue(s);
   const active = activeRun(s);
+  const steers = pendingSteers(s);
+  const compacting = !!s.compacting || !!active?.compaction;
 
   // Esc cancels the running answer, wherever the focus is, unless a field
   // that uses Esc itself (a rename, a dialog) took it first.
@@ -48,9 +50,23 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
           <div class="queue" data-testid="queue" aria-live="polite">
             {busy && (
               <span class="working">
-                <span class="spinner" aria-hidden="true" /> {s.compacting ? 'Compacting…' : 'Working'}
-                {active?.clientId && <span class="muted small"> · prompted by {who(state, active.clientId)}</span>}
+                <span class="spinner" aria-hidden="true" /> {compacting ? 'Compacting…' : 'Working'}
+                {active?.clientId && (
+                  <span class="muted small">
+                    {' '}
+                    · {active.compaction ? 'asked by' : 'prompted by'} {who(state, active.clientId)}
+                  </span>
+                )}
               </span>
+            )}
+            {steers.length > 0 && (
+              <ol class="steers" aria-label="Steered prompts" data-testid="pending-steers">
+                {steers.map((st) => (
+                  <li key={st.messageId}>
+                    <span class="muted small">{who(state, st.clientId)} steered (joins at the next step):</span> {st.prompt}
+                  </li>
+                ))}
+              </ol>
             )}
             {queued.length > 0 && (
               <details>
@@ -58,7 +74,7 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
                 <ol>
                   {queued.map((r) => (
                     <li key={r.id}>
-                      <span class="muted small">{who(state, r.clientId)}:</span> {r.prompt ?? '(prompt)'}
+                      <span class="muted small">{who(state, r.clientId)}:</span> {r.compaction ? 'compact the conversation' : r.prompt || '(prompt)'}
                     </li>
                   ))}
                 </ol>

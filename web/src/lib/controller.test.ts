@@ -133,6 +133,46 @@ describe('Controller', () => {
     expect(log.filter((l) => l.endsWith('/sessions')).length).toBe(before + 1);
   });
 
+  it('sends a steer as delivery steer, and a steered 202 adds no run of its own', async () => {
+    const bodies: any[] = [];
+    const { c } = setup({
+      routes: [
+        (url, init) => {
+          if (init.method !== 'POST' || url !== `/v1/workspaces/${W}/agent`) return undefined;
+          bodies.push(JSON.parse(String(init.body)));
+          return { status: 202, body: { run_id: 'r1', session_id: S, state: 'steered', position: 0 } };
+        },
+      ],
+    });
+    await c.start();
+    const es = FakeEventSource.last();
+    es.emit('stream.opened', { head_seq: 3 });
+    for (let i = 0; i < 10 && c.state.syncing; i++) await settle();
+    es.event(env(4, 'run.accepted', { run_id: 'r1', state: 'running', position: 0, client_id: 'other' }, { session_id: S, run_id: 'r1' }));
+    expect(await c.prompt(S, 'also the docs', [], 'steer')).toBe(true);
+    expect(bodies).toEqual([{ session_id: S, prompt: 'also the docs', client_id: 'me', delivery: 'steer' }]);
+    const st = c.state.ws!.sessions[S];
+    expect(Object.keys(st.runs)).toEqual(['r1']);
+    expect(st.runs.r1).toMatchObject({ state: 'running', clientId: 'other' });
+    expect(c.state.toasts).toEqual([]);
+  });
+
+  it('refetches a session when its run ends: the usage and context fill the header shows', async () => {
+    const usage = { input_tokens: 4000, output_tokens: 500, cache_read_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0, cost_usd: 0.012 };
+    const { c } = setup({
+      routes: [get(`/v1/workspaces/${W}/sessions/${S}`, session(S, { updated_at: time(9), usage, context: { cwd: '/p', tokens: 4600, window: 16000 } }))],
+    });
+    await c.start();
+    const es = FakeEventSource.last();
+    es.emit('stream.opened', { head_seq: 3 });
+    for (let i = 0; i < 10 && c.state.syncing; i++) await settle();
+    es.event(env(8, 'run.completed', { run_id: 'r1', outcome: 'end_turn', message_id: 'a1', usage }, { session_id: S, run_id: 'r1' }));
+    for (let i = 0; i < 10 && !c.state.ws!.sessions[S].session.usage.input_tokens; i++) await settle();
+    const sess = c.state.ws!.sessions[S].session;
+    expect(sess.usage).toEqual(usage);
+    expect(sess.context).toEqual({ cwd: '/p', tokens: 4600, window: 16000 });
+  });
+
   it('parses routes', () => {
     expect(parseRoute(`#/w/${W}/s/${S}`)).toEqual({ workspaceId: W, sessionId: S });
     expect(parseRoute(`#/w/${W}`)).toEqual({ workspaceId: W, sessionId: undefined });

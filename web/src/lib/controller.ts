@@ -467,11 +467,19 @@ export class Controller {
       const s = await this.api.updateSession(wid, sid, { title });
       this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
     } catch (e) {
-      if (e instanceof ApiError && (e.status === 404 || e.status === 405) && (e.code === 'not_found' || e.code === 'method_not_allowed')) {
-        this.toast('This server cannot rename sessions yet (PATCH is a v1.1 route).');
-        return;
-      }
       this.fail('Rename', e);
+    }
+  }
+
+  /** setAutoCompaction turns the session's automatic compaction on or off (PATCH; every client sees session.updated). */
+  async setAutoCompaction(sid: string, auto: boolean) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const s = await this.api.updateSession(wid, sid, { compaction: { auto } });
+      this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
+    } catch (e) {
+      this.fail('Auto-compaction', e);
     }
   }
 
@@ -532,10 +540,6 @@ export class Controller {
       }
       return true;
     } catch (e) {
-      if (delivery === 'steer' && e instanceof ApiError && e.status === 400 && /delivery/.test(e.message)) {
-        this.toast('This server cannot steer a running answer yet: send the prompt to the queue instead.');
-        return false;
-      }
       this.fail('Send', e);
       return false;
     }
@@ -557,10 +561,6 @@ export class Controller {
     try {
       await this.api.compact(wid, sid);
     } catch (e) {
-      if (e instanceof ApiError && e.status === 404 && e.code === 'not_found') {
-        this.toast('This server cannot compact sessions yet (a v1.1 route).');
-        return;
-      }
       this.fail('Compact', e);
     }
   }

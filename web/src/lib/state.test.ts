@@ -2,15 +2,19 @@ import { describe, expect, it } from 'vitest';
 import {
   applyEvent,
   applySessionEvents,
+  fmtCost,
+  formatUsage,
   isBusy,
   markGaps,
   mergeMessages,
   newSessionState,
   newWorkspaceState,
   pendingPermissions,
+  pendingSteers,
   queue,
   rows,
   setSessions,
+  steerOf,
   type WorkspaceState,
 } from './state';
 import { env, message, session, time } from './testing';
@@ -197,5 +201,134 @@ describe('rows', () => {
     ];
     const notices = [{ key: 'n1', seq: 1, time: time(25), level: 'info' as const, text: 'hi' }];
     expect(rows(msgs, notices).map((r) => r.key)).toEqual(['u', 'a', 'nn1', 'b']);
+  });
+});
+
+describe('steering, compaction and usage (v1.1)', () => {
+  const r1 = { session_id: 's', run_id: 'r1' };
+  const usage = (input: number, output: number, cost?: number) => ({
+    input_tokens: input,
+    output_tokens: output,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+    ...(cost !== undefined ? { cost_usd: cost } : {}),
+  });
+
+  /** A runs r1; B steers a prompt into it while its first step is with the model. */
+  function steeredRun(): Envelope[] {
+    return [
+      env(1, 'run.accepted', { run_id: 'r1', state: 'running', position: 0, client_id: 'c-a', prompt: 'start' }, r1),
+      env(2, 'run.started', { run_id: 'r1' }, r1),
+      env(3, 'message.created', message('u1', 'user', [{ type: 'text', text: 'start' }], 3, { run_id: 'r1', client_id: 'c-a' }), r1),
+      env(4, 'message.created', asst([], 4), r1),
+      env(5, 'run.accepted', { run_id: 'r1', state: 'steered', position: 0, client_id: 'c-b', prompt: 'also the docs', message_id: 'u2' }, r1),
+      env(6, 'message.updated', asst([{ type: 'text', text: 'looking' }, { type: 'finish', reason: 'end_turn' }], 6), r1),
+      env(7, 'message.created', message('u2', 'user', [{ type: 'text', text: 'also the docs' }], 7, { run_id: 'r1', client_id: 'c-b' }), r1),
+      env(8, 'message.created', message('a2', 'assistant', [], 8, { run_id: 'r1' }), r1),
+      env(9, 'message.updated', message('a2', 'assistant', [{ type: 'text', text: 'docs too' }, { type: 'finish', reason: 'end_turn' }], 9, { run_id: 'r1', usage: usage(300, 20) }), r1),
+      env(10, 'run.completed', { run_id: 'r1', outcome: 'end_turn', message_id: 'a2', usage: usage(500, 40, 0.0042) }, r1),
+      env(11, 'session.idle', {}, r1),
+    ];
+  }
+
+  it('a steered prompt joins its run: no run of its own, waiting until the run takes it in, then one message marked steered', () => {
+    const evs = steeredRun();
+    let ws = fold(evs.slice(0, 5));
+    let st = ws.sessions.s;
+    expect(Object.keys(st.runs)).toEqual(['r1']);
+    expect(queue(st)).toEqual([]);
+    expect(pendingSteers(st)).toEqual([{ messageId: 'u2', prompt: 'also the docs', clientId: 'c-b', seq: 5 }]);
+    expect(st.runs.r1.clientId).toBe('c-a'); // the run stays its sender's
+    expect(st.notices).toEqual([]);
+
+    ws = fold(evs.slice(5, 7), ws);
+    st = ws.sessions.s;
+    expect(pendingSteers(st)).toEqual([]);
+    const u2 = st.messages.find((m) => m.id === 'u2')!;
+    expect(steerOf(st, u2)?.clientId).toBe('c-b');
+    expect(steerOf(st, st.messages[0])).toBeUndefined();
+
+    ws = fold(evs.slice(7), ws);
+    st = ws.sessions.s;
+    expect(st.messages.map((m) => m.id)).toEqual(['u1', 'a1', 'u2', 'a2']);
+    expect(st.runs.r1).toMatchObject({ state: 'done', messageId: 'a2', usage: usage(500, 40, 0.0042) });
+    expect(isBusy(st)).toBe(false);
+  });
+
+  it('folds a steer once, however often it comes (replay, history)', () => {
+    const evs = steeredRun();
+    const once = fold(evs).sessions.s;
+    const twice = fold([...evs, evs[4], evs[6]]).sessions.s;
+    expect(twice.runs).toEqual(once.runs);
+    expect(twice.messages).toEqual(once.messages);
+    expect(once.runs.r1.steers).toHaveLength(1);
+  });
+
+  it('a steer the run never took in (canceled) is not left waiting', () => {
+    const evs = steeredRun();
+    const ws = fold([...evs.slice(0, 5), env(6, 'run.completed', { run_id: 'r1', outcome: 'canceled', message_id: 'a1' }, r1)]);
+    expect(pendingSteers(ws.sessions.s)).toEqual([]);
+  });
+
+  it('a compaction run: flagged, compacting while it runs, the context drops to tokens_after, its bare end is not a row', () => {
+    const c = { session_id: 's', run_id: 'rc' };
+    let ws = fold([
+      env(1, 'session.updated', session('s', { updated_at: time(2), context: { cwd: '/p', tokens: 9000, window: 12000 } })),
+      env(2, 'run.accepted', { run_id: 'rc', state: 'queued', position: 1, client_id: 'c-a', compaction: true }, c),
+    ]);
+    expect(queue(ws.sessions.s)[0]).toMatchObject({ id: 'rc', compaction: true, prompt: undefined });
+    ws = fold(
+      [
+        env(3, 'run.started', { run_id: 'rc' }, c),
+        env(4, 'session.compaction_started', { tokens_before: 9000 }, c),
+      ],
+      ws,
+    );
+    expect(ws.sessions.s.compacting).toEqual({ tokensBefore: 9000 });
+    const summary = message('sum', 'assistant', [{ type: 'summary', text: 'S', through_message_id: 'x' }], 5, { run_id: 'rc', usage: usage(9000, 200) });
+    const end = message('end', 'assistant', [{ type: 'finish', reason: 'end_turn' }], 6, { run_id: 'rc' });
+    ws = fold(
+      [
+        env(5, 'message.created', summary, c),
+        env(6, 'session.compaction_completed', { tokens_before: 9000, tokens_after: 700, summary_message_id: 'sum' }, c),
+        env(7, 'message.created', end, c),
+        env(8, 'run.completed', { run_id: 'rc', outcome: 'end_turn', message_id: 'end', usage: usage(9000, 200) }, c),
+      ],
+      ws,
+    );
+    const st = ws.sessions.s;
+    expect(st.compacting).toBeUndefined();
+    expect(st.session.context).toEqual({ cwd: '/p', tokens: 700, window: 12000 });
+    expect(st.notices.map((n) => n.text)).toEqual(['Compacting the conversation (9.0k tokens)…', 'Compacted the conversation: 9.0k → 700 tokens']);
+    expect(rows(st.messages, []).map((r) => r.key)).toEqual(['sum']);
+  });
+
+  it('a failed compaction says so and stops compacting', () => {
+    const ws = fold([
+      env(1, 'run.accepted', { run_id: 'r1', state: 'running', client_id: 'c-a', compaction: true }, r1),
+      env(2, 'session.compaction_started', { tokens_before: 50 }, r1),
+      env(3, 'run.completed', { run_id: 'r1', outcome: 'error', error: { code: 'compaction_failed', message: 'compaction failed: nothing to compact' }, message_id: 'm' }, r1),
+    ]);
+    const st = ws.sessions.s;
+    expect(st.compacting).toBeUndefined();
+    expect(isBusy(st)).toBe(false);
+    expect(st.notices.map((n) => [n.level, n.text])).toEqual([
+      ['info', 'Compacting the conversation (50 tokens)…'],
+      ['error', 'Compaction failed: nothing to compact. The history is unchanged.'],
+    ]);
+  });
+
+  it('a rename from another client replaces the title', () => {
+    const ws = fold([env(1, 'session.updated', session('s', { title: 'Renamed', updated_at: time(3) }))]);
+    expect(ws.sessions.s.session.title).toBe('Renamed');
+    expect(ws.sessions.s.loaded).toBe(true); // what was known of it is kept
+  });
+
+  it('formats usage and cost', () => {
+    expect(formatUsage(usage(0, 0))).toBeNull();
+    expect(formatUsage(usage(4000, 500, 0.012))).toBe('4.0k in · 500 out · $0.012');
+    expect(formatUsage({ ...usage(14500, 1200), cache_read_tokens: 2000, reasoning_tokens: 30 })).toBe('15k in · 1.2k out · 2.0k cached · 30 reasoning');
+    expect([fmtCost(0), fmtCost(0.0042), fmtCost(0.037000000000000005), fmtCost(12.5)]).toEqual(['$0', '$0.0042', '$0.037', '$12.50']);
   });
 });

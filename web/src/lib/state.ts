@@ -5,11 +5,15 @@
 // event, an event replayed after a reconnect) changes nothing.
 
 import type {
+  CompactionCompleted,
+  CompactionStarted,
   Envelope,
   McpStatus,
   Message,
   Part,
   PermissionRequest,
+  RunAccepted,
+  RunCompleted,
   Session,
   ToolCallRequest,
   Usage,
@@ -23,9 +27,25 @@ export interface RunInfo {
   prompt?: string;
   /** seq of run.accepted: the queue's order. */
   order: number;
+  /** a compaction run (POST .../compact): no prompt of its own. */
+  compaction?: boolean;
   outcome?: string;
   error?: { code: string; message: string };
+  /** the run's model requests' usage, summed (run.completed). */
   usage?: Usage;
+  /** the run's last message (run.completed). */
+  messageId?: string;
+  /** prompts other clients steered into this run, in order. */
+  steers?: Steer[];
+}
+
+/** Steer is a prompt that joined a running run (delivery steer). */
+export interface Steer {
+  /** the id its user message gets once the run takes it in, at its next step. */
+  messageId: string;
+  prompt: string;
+  clientId?: string;
+  seq: number;
 }
 
 export interface ToolInfo {
@@ -290,6 +310,22 @@ export function fmtTokens(n?: number) {
   return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 }
 
+/** formatUsage writes a Usage as the views show it; null when nothing was used yet. */
+export function formatUsage(u?: Usage): string | null {
+  if (!u || (!u.input_tokens && !u.output_tokens && !u.cost_usd)) return null;
+  const parts = [`${fmtTokens(u.input_tokens)} in`, `${fmtTokens(u.output_tokens)} out`];
+  if (u.cache_read_tokens) parts.push(`${fmtTokens(u.cache_read_tokens)} cached`);
+  if (u.reasoning_tokens) parts.push(`${fmtTokens(u.reasoning_tokens)} reasoning`);
+  if (u.cost_usd !== undefined && u.cost_usd !== null) parts.push(fmtCost(u.cost_usd));
+  return parts.join(' · ');
+}
+
+/** fmtCost writes US dollars with enough digits to tell small runs apart: $0.0042, $0.037, $1.25. */
+export function fmtCost(usd: number): string {
+  if (usd === 0) return '$0';
+  return '$' + (usd < 0.01 ? usd.toFixed(4) : usd < 1 ? usd.toFixed(3) : usd.toFixed(2));
+}
+
 /** applyEvent folds one stream or history event into the workspace. */
 export function applyEvent(ws: WorkspaceState, ev: Envelope): WorkspaceState {
   const d = ev.data ?? {};
@@ -345,25 +381,41 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
       }
       return { ...s, runs, session: { ...s.session, busy: false, queued: 0 } };
     }
-    case 'session.compaction_started':
-      return notice({ ...s, compacting: { tokensBefore: d.tokens_before } }, ev, 'info', `Compacting the conversation (${fmtTokens(d.tokens_before)} tokens)…`);
-    case 'session.compaction_completed':
+    case 'session.compaction_started': {
+      const c = d as CompactionStarted;
+      return notice({ ...s, compacting: { tokensBefore: c.tokens_before } }, ev, 'info', `Compacting the conversation (${fmtTokens(c.tokens_before)} tokens)…`);
+    }
+    case 'session.compaction_completed': {
+      const c = d as CompactionCompleted;
+      // The next request carries the summary instead: the context fill
+      // drops now, not when the run ends and the session is refetched.
+      const session = typeof c.tokens_after === 'number' ? { ...s.session, context: { ...s.session.context, tokens: c.tokens_after } } : s.session;
       return notice(
-        { ...s, compacting: undefined },
+        { ...s, session, compacting: undefined },
         ev,
         'info',
-        `Compacted the conversation: ${fmtTokens(d.tokens_before)} → ${fmtTokens(d.tokens_after)} tokens`,
+        `Compacted the conversation: ${fmtTokens(c.tokens_before)} → ${fmtTokens(c.tokens_after)} tokens`,
       );
+    }
     case 'run.accepted': {
-      const id = d.run_id ?? ev.run_id;
-      if (d.state === 'steered') {
-        return notice(s, ev, 'info', 'A prompt was steered into the running answer');
+      const a = d as RunAccepted;
+      const id = a.run_id ?? ev.run_id;
+      if (a.state === 'steered') {
+        // The prompt joined run id: it is no run of its own.
+        const mid = a.message_id ?? `steer-${ev.seq}`;
+        return setRun(s, id, (r) => {
+          const run = r ?? { id, state: 'running' as const, order: ev.seq };
+          if (run.steers?.some((x) => x.messageId === mid)) return run;
+          const steer: Steer = { messageId: mid, prompt: a.prompt ?? '', clientId: a.client_id || undefined, seq: ev.seq };
+          return { ...run, steers: [...(run.steers ?? []), steer] };
+        });
       }
       return setRun(s, id, (r) => ({
-        ...(r ?? { id, state: d.state === 'queued' ? 'queued' : 'running', order: ev.seq }),
-        clientId: d.client_id || r?.clientId,
-        prompt: d.prompt ?? r?.prompt,
+        ...(r ?? { id, state: a.state === 'queued' ? 'queued' : 'running', order: ev.seq }),
+        clientId: a.client_id || r?.clientId,
+        prompt: a.prompt ?? r?.prompt,
         order: r?.order ?? ev.seq,
+        ...(a.compaction ? { compaction: true } : {}),
       }));
     }
     case 'run.started': {
@@ -371,15 +423,22 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
       return setRun(s, id, (r) => advance(r, id, 'running', ev.seq));
     }
     case 'run.completed': {
-      const id = d.run_id ?? ev.run_id;
+      const c = d as RunCompleted;
+      const id = c.run_id ?? ev.run_id;
       let next = setRun(s, id, (r) => ({
         ...advance(r, id, 'done', ev.seq),
-        outcome: d.outcome,
-        error: d.error,
-        usage: d.usage ?? r?.usage,
+        outcome: c.outcome,
+        error: c.error,
+        usage: c.usage ?? r?.usage,
+        messageId: c.message_id || r?.messageId,
       }));
-      if (d.outcome === 'error' && d.error) {
-        next = notice(next, ev, 'error', `The run failed: ${d.error.message} (${d.error.code})`);
+      // Whatever the outcome, a compaction of this run is over.
+      if (next.compacting) next = { ...next, compacting: undefined };
+      if (c.outcome === 'error' && c.error?.code === 'compaction_failed') {
+        const why = c.error.message.replace(/^compaction failed:\s*/i, '');
+        next = notice(next, ev, 'error', `Compaction failed: ${why}. The history is unchanged.`);
+      } else if (c.outcome === 'error' && c.error) {
+        next = notice(next, ev, 'error', `The run failed: ${c.error.message} (${c.error.code})`);
       }
       if (!Object.values(next.runs).some((r) => r.state !== 'done')) next = { ...next, session: { ...next.session, busy: false } };
       return next;
@@ -461,6 +520,26 @@ export function activeRun(s: SessionState): RunInfo | undefined {
   return Object.values(s.runs).find((r) => r.state === 'running');
 }
 
+/** pendingSteers lists the prompts steered into a run that has not taken them in yet (its next step has not begun). */
+export function pendingSteers(s: SessionState): Steer[] {
+  const out: Steer[] = [];
+  for (const r of Object.values(s.runs)) {
+    if (r.state === 'done' || !r.steers) continue;
+    for (const st of r.steers) if (indexOfMessage(s.messages, st.messageId) < 0) out.push(st);
+  }
+  return out.sort((a, b) => a.seq - b.seq);
+}
+
+/** steerOf finds the steer that made user message id, if it was steered into its run. */
+export function steerOf(s: SessionState, m: Message): Steer | undefined {
+  const r = m.run_id ? s.runs[m.run_id] : undefined;
+  return r?.steers?.find((x) => x.messageId === m.id);
+}
+
+/** onlyFinish: an assistant message with nothing to show but a plain end (a compaction run's last message). */
+const onlyFinish = (m: Message) =>
+  m.role === 'assistant' && m.parts.length === 1 && m.parts[0].type === 'finish' && (m.parts[0].reason === 'tool_use' || m.parts[0].reason === 'end_turn');
+
 /** A row of the timeline: a message or a notice, in order. */
 export type Row = { kind: 'message'; key: string; message: Message } | { kind: 'notice'; key: string; notice: Notice };
 
@@ -478,7 +557,7 @@ export function rows(messages: Message[], notices: Notice[]): Row[] {
       j++;
     }
     if (m.role === 'tool') continue;
-    if (m.role === 'assistant' && m.parts.length === 1 && m.parts[0].type === 'finish' && m.parts[0].reason === 'tool_use') continue;
+    if (onlyFinish(m)) continue;
     out.push({ kind: 'message', key: m.id, message: m });
   }
   for (; j < ns.length; j++) out.push({ kind: 'notice', key: 'n' + ns[j].key, notice: ns[j] });

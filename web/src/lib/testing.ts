@@ -59,7 +59,9 @@ export function session(id: string, extra: Partial<Session> = {}): Session {
     busy: false,
     queued: 0,
     attached_clients: 0,
-    context: { cwd: '/p' },
+    context: { cwd: '/p', tokens: 0 },
+    usage: { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0 },
+    compaction: { auto: true, threshold: 0.8 },
     ...extra,
   };
 }

@@ -1,6 +1,7 @@
-// Wire types of the Tandem HTTP API (contract v1.1). Fields marked optional
-// are the v1.1 additions a server may not send yet: the app shows them when
-// present and works without them.
+// Wire types of the Tandem HTTP API (contract v1.1), as the server's proto
+// package encodes them. The app is served by the binary it talks to, so the
+// v1.1 fields (usage, compaction, context fill, steering) are always there;
+// a field is optional here only when the server leaves it out.
 
 export interface ErrorBody {
   error: { code: string; message: string };
@@ -21,12 +22,14 @@ export interface Workspace {
   created_at: string;
 }
 
+/** Usage: input counts every token read (cached ones too), output every token written (reasoning too). */
 export interface Usage {
   input_tokens: number;
   output_tokens: number;
-  cache_read_tokens?: number;
-  cache_write_tokens?: number;
-  reasoning_tokens?: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
+  /** USD, when the model's prices are known. */
   cost_usd?: number;
 }
 
@@ -37,7 +40,9 @@ export interface Compaction {
 
 export interface SessionContext {
   cwd: string;
-  tokens?: number;
+  /** the size of the next model request: reported by the model, or estimated until it has. */
+  tokens: number;
+  /** the model's context window, when known. */
   window?: number;
 }
 
@@ -54,9 +59,9 @@ export interface Session {
   queued: number;
   attached_clients: number;
   context: SessionContext;
-  usage?: Usage;
-  compaction?: Compaction;
-  permission_mode?: string;
+  /** the session's runs' usage, summed. */
+  usage: Usage;
+  compaction: Compaction;
 }
 
 export type Part =
@@ -82,8 +87,11 @@ export interface Message {
   role: 'user' | 'assistant' | 'tool';
   parts: Part[];
   model?: string;
+  /** on a user message: the client that sent the prompt (a steered prompt's, not its run's). */
+  client_id?: string;
   created_at: string;
   updated_at: string;
+  /** on an assistant message, once its model request is done. */
   usage?: Usage;
 }
 
@@ -141,6 +149,38 @@ export interface PromptAccepted {
   session_id: string;
   state: 'running' | 'queued' | 'steered';
   position: number;
+}
+
+/** RunAccepted is the data of run.accepted. */
+export interface RunAccepted {
+  run_id: string;
+  state: 'running' | 'queued' | 'steered';
+  position: number;
+  client_id: string;
+  prompt?: string;
+  /** for a steered prompt: the id its user message gets in the run it joined. */
+  message_id?: string;
+  /** a compaction run (POST .../compact): no prompt, no user message. */
+  compaction?: boolean;
+}
+
+/** RunCompleted is the data of run.completed. */
+export interface RunCompleted {
+  run_id: string;
+  outcome: 'end_turn' | 'canceled' | 'error' | 'interrupted';
+  error?: { code: string; message: string };
+  message_id: string;
+  usage?: Usage;
+}
+
+export interface CompactionStarted {
+  tokens_before: number;
+}
+
+export interface CompactionCompleted {
+  tokens_before: number;
+  tokens_after: number;
+  summary_message_id: string;
 }
 
 export interface Attachment {
