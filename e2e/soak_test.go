@@ -177,16 +177,16 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// completions tells waiters when their run's run.completed came on the
+// runEnds tells waiters when their run's run.completed came on the
 // workspace's stream.
-type completions struct {
+type runEnds struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 	ended   map[string]bool
 }
 
-func soakCompletions(b *testing.B, base, wsID string) *completions {
-	c := &completions{waiters: map[string]chan struct{}{}, ended: map[string]bool{}}
+func soakCompletions(b *testing.B, base, wsID string) *runEnds {
+	c := &runEnds{waiters: map[string]chan struct{}{}, ended: map[string]bool{}}
 	frames, stop := benchStream(b, base, wsID)
 	b.Cleanup(stop)
 	go func() {
@@ -213,7 +213,7 @@ func soakCompletions(b *testing.B, base, wsID string) *completions {
 	return c
 }
 
-func (c *completions) wait(runID string) error {
+func (c *runEnds) wait(runID string) error {
 	c.mu.Lock()
 	if c.ended[runID] {
 		delete(c.ended, runID)
