@@ -260,6 +260,36 @@ func (c *Coordinator) existing(id string) *sessionRuns {
 	return c.sessions[id]
 }
 
+// admitted is what a new run of a session is accepted with.
+type admitted struct {
+	deletes uint64 // the delete count before the session was read: see admitLocked
+	changes uint64 // the settings changes before the read (session.Changes)
+	session store.Session
+	config  *config.Config
+}
+
+// admission reads what a prompt or a compaction of a session needs before it
+// is accepted: the session, in an open workspace, with a valid configuration.
+func (c *Coordinator) admission(ctx context.Context, ws *workspace.Workspace, sessionID string) (admitted, error) {
+	// Read before the session is looked up: see admitLocked.
+	deletes := c.deletes.Load()
+	// Counted before the read, so a change racing with it is seen as one.
+	changes := c.cfg.Sessions.Changes()
+	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, sessionID)
+	if err != nil {
+		return admitted{}, err
+	}
+	if err := ws.CheckOpen(); err != nil {
+		return admitted{}, err
+	}
+	// A stat of the workspace's file, unless it changed: then it is read.
+	cfg, err := c.cfg.Configs.Workspace(ws.Path)
+	if err != nil {
+		return admitted{}, session.InvalidConfig(err)
+	}
+	return admitted{deletes: deletes, changes: changes, session: sess, config: cfg}, nil
+}
+
 // Prompt accepts a prompt: validated, recorded as run.accepted, queued, and
 // answered before the model is called.
 func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptRequest) (proto.PromptAccepted, error) {
@@ -270,22 +300,11 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	if err := validatePrompt(req); err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	// Read before the session is looked up: see admitLocked.
-	deletes := c.deletes.Load()
-	// Counted before the read, so a change racing with it is seen as one.
-	changes := c.cfg.Sessions.Changes()
-	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, req.SessionID)
+	ad, err := c.admission(ctx, ws, req.SessionID)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	if err := ws.CheckOpen(); err != nil {
-		return proto.PromptAccepted{}, err
-	}
-	// A stat of the workspace's file, unless it changed: then it is read.
-	cfg, err := c.cfg.Configs.Workspace(ws.Path)
-	if err != nil {
-		return proto.PromptAccepted{}, session.InvalidConfig(err)
-	}
+	deletes, changes, sess, cfg := ad.deletes, ad.changes, ad.session, ad.config
 	atts, err := prepareAttachments(ws.Path, req.Attachments)
 	if err != nil {
 		return proto.PromptAccepted{}, err
@@ -347,19 +366,11 @@ func (c *Coordinator) Compact(ctx context.Context, wsID, sessionID string) (prot
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	deletes := c.deletes.Load()
-	changes := c.cfg.Sessions.Changes()
-	_, sess, err := c.cfg.Sessions.LookupSettings(ctx, ws.ID, sessionID)
+	ad, err := c.admission(ctx, ws, sessionID)
 	if err != nil {
 		return proto.PromptAccepted{}, err
 	}
-	if err := ws.CheckOpen(); err != nil {
-		return proto.PromptAccepted{}, err
-	}
-	cfg, err := c.cfg.Configs.Workspace(ws.Path)
-	if err != nil {
-		return proto.PromptAccepted{}, session.InvalidConfig(err)
-	}
+	deletes, changes, sess, cfg := ad.deletes, ad.changes, ad.session, ad.config
 	r := &run{id: uuid.NewString(), session: &sess, changes: changes, config: cfg, compact: true}
 	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
 	if err != nil {
