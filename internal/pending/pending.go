@@ -78,19 +78,13 @@ type Broker struct {
 	revive    Reviver
 }
 
-// New returns a Broker over st.
-func New(st store.Store, log *slog.Logger) *Broker {
+// New returns a Broker over st; revive brings back the runs it suspended
+// (nil: they stay suspended).
+func New(st store.Store, revive Reviver, log *slog.Logger) *Broker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{store: st, log: log, waiters: make(map[string]chan Answer), approvals: make(map[string]map[string]bool)}
-}
-
-// SetReviver installs the function that revives suspended runs.
-func (b *Broker) SetReviver(r Reviver) {
-	b.mu.Lock()
-	b.revive = r
-	b.mu.Unlock()
+	return &Broker{store: st, log: log, waiters: make(map[string]chan Answer), approvals: make(map[string]map[string]bool), revive: revive}
 }
 
 // Ref names the run and tool call a request is about.

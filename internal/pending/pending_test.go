@@ -34,7 +34,7 @@ func newBroker(tb testing.TB) (*Broker, *workspace.Workspace, store.Store) {
 		h.Close()
 		require.NoError(tb, db.Close())
 	})
-	return New(db, nil), ws, db
+	return New(db, nil, nil), ws, db
 }
 
 // askCanceled asks for a permission on behalf of a run that is canceled

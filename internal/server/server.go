@@ -104,6 +104,7 @@ type Server struct {
 	workspaces *workspace.Manager
 	sessions   *session.Service
 	runs       *coordinator.Coordinator
+	tools      *toolset.Set
 	providers  *registry.Registry
 	api        *httpapi.API
 	http       *http.Server
@@ -196,16 +197,27 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Follower:    follower,
 		CreateGrace: cfg.CreateGrace,
 		DetachGrace: cfg.DetachGrace,
-		Logger:      cfg.Logger,
+		// The callbacks reach s.runs and tools, made below: the Server is
+		// the one place that knows both ends, and nothing opens before New
+		// returns.
+		Hooks: workspace.Hooks{
+			Closed:     func(ws *workspace.Workspace) { s.runs.WorkspaceClosed(ws) },
+			ClientGone: func(ws *workspace.Workspace, clientID string) { s.tools.DropClient(ws.ID, clientID) },
+		},
+		Logger: cfg.Logger,
 	})
-	broker := pending.New(db, cfg.Logger)
+	broker := pending.New(db, func(ws *workspace.Workspace, sessionID, runID string) {
+		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
+	}, cfg.Logger)
 	tools := toolset.New(broker)
+	s.tools = tools
 	s.sessions = session.NewService(session.Config{
 		Tools:         tools,
 		Store:         db,
 		Workspaces:    s.workspaces,
 		Configs:       configs,
 		ModelOverride: cfg.DefaultModel,
+		Runtime:       runState{s},
 		Logger:        cfg.Logger,
 	})
 	s.runs = coordinator.New(coordinator.Config{
@@ -226,10 +238,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
 	})
-	s.sessions.SetRuntime(s.runs)
-	broker.SetReviver(func(ws *workspace.Workspace, sessionID, runID string) {
-		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
-	})
 	// Runs a crash left half done end now, before anyone can see the gap.
 	// In a cluster each workspace's new owner does it as it takes over.
 	if fences == nil {
@@ -239,10 +247,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.workspaces.SetHooks(workspace.Hooks{
-		Closed:     s.runs.WorkspaceClosed,
-		ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
-	})
 	app := cfg.App
 	if app == nil {
 		app = web.Handler()
@@ -377,4 +381,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("release data dir: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// runState gives the session service the coordinator's view of runs; the
+// coordinator is made after the service, which it needs.
+type runState struct{ s *Server }
+
+func (r runState) State(workspaceID, sessionID string) (bool, int) {
+	return r.s.runs.State(workspaceID, sessionID)
+}
+
+func (r runState) Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) func(bool) {
+	return r.s.runs.Forget(ctx, ws, sessionID)
 }

@@ -102,7 +102,9 @@ type Config struct {
 	// ModelOverride is --model or TANDEM_MODEL: when set, the model of
 	// sessions created without one, whatever the configuration files say.
 	ModelOverride string
-	Logger        *slog.Logger
+	// Runtime tells which sessions run and stops them on delete; nil: none ever runs.
+	Runtime Runtime
+	Logger  *slog.Logger
 }
 
 // Service implements the session routes.
@@ -117,8 +119,7 @@ type Service struct {
 	// cached serves LookupSettings.
 	cached *cache
 
-	mu      sync.Mutex
-	runtime Runtime
+	mu sync.Mutex
 	// keys holds per-session provider API keys: memory only, by contract.
 	keys map[string]string
 	// mcp holds each session's own MCP servers: memory only (see Settings).
@@ -134,15 +135,17 @@ type Service struct {
 // it need not read the session again before each model step.
 func (s *Service) Changes() uint64 { return s.changes.Load() }
 
-// NewService returns a Service; SetRuntime wires the coordinator in later.
+// NewService returns a Service.
 func NewService(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = idleRuntime{}
+	}
 	return &Service{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		runtime: idleRuntime{},
 		cached:  newCache(),
 		keys:    make(map[string]string),
 		mcp:     make(map[string]map[string]config.MCPServer),
@@ -150,18 +153,7 @@ func NewService(cfg Config) *Service {
 	}
 }
 
-// SetRuntime installs the run-state provider.
-func (s *Service) SetRuntime(r Runtime) {
-	s.mu.Lock()
-	s.runtime = r
-	s.mu.Unlock()
-}
-
-func (s *Service) rt() Runtime {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.runtime
-}
+func (s *Service) rt() Runtime { return s.cfg.Runtime }
 
 // Limits of client strings that go into events (each event's data is at
 // most 1 MiB, contract section 1); over them a request is 413

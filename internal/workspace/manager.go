@@ -43,7 +43,10 @@ type Config struct {
 	Follower    *bus.Follower
 	CreateGrace time.Duration
 	DetachGrace time.Duration
-	Logger      *slog.Logger
+	// Hooks are called back as clients leave and workspaces close; they
+	// reach the layers above this one, which exist before anything opens.
+	Hooks  Hooks
+	Logger *slog.Logger
 }
 
 // Manager keeps every known workspace and its claims.
@@ -53,7 +56,6 @@ type Manager struct {
 
 	mu       sync.Mutex
 	loaded   map[string]*Workspace
-	hooks    Hooks
 	stopping bool
 
 	// timers tracks the grace timers' callbacks in flight, so Shutdown can
@@ -67,13 +69,6 @@ func NewManager(cfg Config) *Manager {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, loaded: make(map[string]*Workspace)}
-}
-
-// SetHooks installs lifecycle hooks; call it before serving requests.
-func (m *Manager) SetHooks(h Hooks) {
-	m.mu.Lock()
-	m.hooks = h
-	m.mu.Unlock()
 }
 
 // Open registers the directory at path (or finds it, by its resolved path), opens
@@ -221,11 +216,7 @@ func (m *Manager) after(d time.Duration, f func()) *time.Timer {
 	})
 }
 
-func (m *Manager) currentHooks() Hooks {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.hooks
-}
+func (m *Manager) currentHooks() Hooks { return m.cfg.Hooks }
 
 // Shutdown closes every open workspace, telling its streams why, and waits for
 // grace timer callbacks already running.
