@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, expect, gate, watch, openWorkspace, clientIdOf, TOKEN } from './harness';
+import { test, expect, gate, watch, openWorkspace, clientIdOf, twoPagesOnANewSession, TOKEN } from './harness';
 
 // Two people on one workspace, each in a browser context of their own: what
 // one does, the other sees live, and either can answer or stop the other's work.
@@ -103,21 +103,9 @@ test('two browsers drive one session together', async ({ env, page, browser }) =
 // A rename or a model switch on one page shows on the other at once: in its
 // header and its session list, without a reload, and its fields follow (a
 // rename starts from the current title; no stale model offers a switch).
-test('a rename and a model switch on one page show on the other live', async ({ env, page, browser }) => {
+test('a rename and a model switch on one page show on the other live', async ({ env, page }) => {
   const a = page;
-  const problemsA = watch(a);
-  await openWorkspace(a, env.tandem.url, env.workDir);
-  await a.getByRole('button', { name: '+ New session' }).first().click();
-  await expect(a).toHaveURL(/\/s\/[0-9a-f-]{36}$/);
-  const hash = new URL(a.url()).hash.slice(1);
-  const wid = /\/w\/([0-9a-f-]{36})/.exec(hash)![1];
-  const sid = /\/s\/([0-9a-f-]{36})/.exec(hash)![1];
-
-  const ctxB = await browser.newContext();
-  const b = await ctxB.newPage();
-  const problemsB = watch(b);
-  await b.goto(`${env.tandem.url}/#token=${TOKEN}&${hash}`);
-  await expect(b.getByTestId('conn')).toHaveAttribute('data-state', 'live');
+  const { b, ctxB, wid, sid, problemsA, problemsB } = await twoPagesOnANewSession(a, env.tandem.url, env.workDir);
   const before = await b.locator('h2.session-title').innerText();
   expect(before).not.toBe('Release checklist');
 

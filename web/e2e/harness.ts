@@ -400,6 +400,27 @@ export async function openWorkspace(page: Page, base: string, dir: string) {
   await expect(page.getByTestId('conn')).toHaveAttribute('data-state', 'live');
 }
 
+/**
+ * twoPagesOnANewSession opens the workspace of dir on page a, makes a new
+ * session there, and opens the same session live on a page b of a context
+ * of its own (another person). Both pages are watched for problems.
+ */
+export async function twoPagesOnANewSession(a: Page, base: string, dir: string) {
+  const problemsA = watch(a);
+  await openWorkspace(a, base, dir);
+  await a.getByRole('button', { name: '+ New session' }).first().click();
+  await expect(a).toHaveURL(/\/s\/[0-9a-f-]{36}$/);
+  const hash = new URL(a.url()).hash.slice(1);
+  const wid = /\/w\/([0-9a-f-]{36})/.exec(hash)![1];
+  const sid = /\/s\/([0-9a-f-]{36})/.exec(hash)![1];
+  const ctxB = await a.context().browser()!.newContext();
+  const b = await ctxB.newPage();
+  const problemsB = watch(b);
+  await b.goto(`${base}/#token=${TOKEN}&${hash}`);
+  await expect(b.getByTestId('conn')).toHaveAttribute('data-state', 'live');
+  return { b, ctxB, wid, sid, problemsA, problemsB };
+}
+
 export async function clientIdOf(page: Page): Promise<string> {
   return page.evaluate(() => sessionStorage.getItem('tandem.client_id')!);
 }

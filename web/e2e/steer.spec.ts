@@ -1,5 +1,5 @@
 import type { Page } from '@playwright/test';
-import { test, expect, gate, watch, openWorkspace, clientIdOf, shot, TOKEN } from './harness';
+import { test, expect, gate, clientIdOf, shot, twoPagesOnANewSession } from './harness';
 
 const prompt = (p: Page) => p.getByRole('textbox', { name: 'Prompt', exact: true });
 
@@ -8,22 +8,10 @@ const prompt = (p: Page) => p.getByRole('textbox', { name: 'Prompt', exact: true
 // The steered prompt joins A's run (no run of its own), enters its history
 // before the next step, and that step answers it. Both pages show it once,
 // in the same run, marked steered and named after B, and the answer once.
-test('a prompt steered from another page joins the running answer', async ({ env, page, browser }) => {
+test('a prompt steered from another page joins the running answer', async ({ env, page }) => {
   const a = page;
-  const problemsA = watch(a);
-  await openWorkspace(a, env.tandem.url, env.workDir);
-  await a.getByRole('button', { name: '+ New session' }).first().click();
-  await expect(a).toHaveURL(/\/s\/[0-9a-f-]{36}$/);
-  const hash = new URL(a.url()).hash.slice(1);
-  const wid = /\/w\/([0-9a-f-]{36})/.exec(hash)![1];
-  const sid = /\/s\/([0-9a-f-]{36})/.exec(hash)![1];
-
-  const ctxB = await browser.newContext();
-  const b = await ctxB.newPage();
-  const problemsB = watch(b);
-  await b.goto(`${env.tandem.url}/#token=${TOKEN}&${hash}`);
+  const { b, ctxB, wid, sid, problemsA, problemsB } = await twoPagesOnANewSession(a, env.tandem.url, env.workDir);
   await expect(prompt(b)).toBeVisible();
-  await expect(b.getByTestId('conn')).toHaveAttribute('data-state', 'live');
   const idB = await clientIdOf(b);
 
   const [held, release] = gate();
