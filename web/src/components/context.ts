@@ -1,5 +1,5 @@
 import { createContext } from 'preact';
-import { useContext, useEffect, useState } from 'preact/hooks';
+import { useContext, useEffect, useRef, useState } from 'preact/hooks';
 import type { AppState, Controller } from '../lib/controller';
 import { onHighlighterReady, highlightVersion } from '../lib/markdown';
 
@@ -10,7 +10,15 @@ export const useController = () => useContext(Ctl);
 /** useAppState re-renders the caller whenever the controller's state changes. */
 export function useAppState(c: Controller): AppState {
   const [, setTick] = useState(0);
-  useEffect(() => c.subscribe(() => setTick((n) => n + 1)), [c]);
+  const rendered = useRef(c.state);
+  rendered.current = c.state;
+  useEffect(() => {
+    const off = c.subscribe(() => setTick((n) => n + 1));
+    // A change between the render and this effect (start() answering
+    // before the browser ran effects) notified nobody: catch up now.
+    if (c.state !== rendered.current) setTick((n) => n + 1);
+    return off;
+  }, [c]);
   return c.state;
 }
 
