@@ -51,6 +51,7 @@ import (
 const (
 	DefaultPrefix       = "tandem"
 	DefaultHeadTimeout  = 2 * time.Second
+	DefaultBeaconEvery  = time.Second
 	DefaultPendingMsgs  = 1 << 16
 	DefaultPendingBytes = 256 << 20
 )
@@ -66,6 +67,12 @@ type Config struct {
 	Prefix string
 	// HeadTimeout bounds a Head request to a workspace's owner.
 	HeadTimeout time.Duration
+	// BeaconEvery is how often a publisher that published since its last
+	// beacon sends one (and, ten times as long, how often an idle one
+	// does). A subscriber whose dropped messages included the last events
+	// of a burst learns from it that it is behind: nats.go reports a slow
+	// consumer once per episode, and nothing else would tell it.
+	BeaconEvery time.Duration
 	// PendingMsgs and PendingBytes bound the events received for one
 	// workspace and not yet handed to its subscribers; past them NATS
 	// drops messages and the subscribers are told they lost some.
@@ -109,6 +116,9 @@ func Dial(cfg Config) (*Bus, error) {
 	if cfg.HeadTimeout <= 0 {
 		cfg.HeadTimeout = DefaultHeadTimeout
 	}
+	if cfg.BeaconEvery <= 0 {
+		cfg.BeaconEvery = DefaultBeaconEvery
+	}
 	if cfg.PendingMsgs <= 0 {
 		cfg.PendingMsgs = DefaultPendingMsgs
 	}
@@ -151,7 +161,14 @@ func (b *Bus) Close() {
 		return
 	}
 	b.closed = true
+	pubs := make([]*publisher, 0, len(b.pubs))
+	for _, p := range b.pubs {
+		pubs = append(pubs, p)
+	}
 	b.mu.Unlock()
+	for _, p := range pubs {
+		p.stopBeacons()
+	}
 	b.nc.Close()
 }
 
@@ -319,6 +336,8 @@ func (b *Bus) Publisher(workspaceID string, head int64) (bus.Publisher, error) {
 	}
 	p.headSub = hs
 	b.pubs[workspaceID] = p
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go p.beacons(b.cfg.BeaconEvery)
 	// The server has the responder once it answers: a Head from any node
 	// after Publisher returns finds it.
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.HeadTimeout)
@@ -338,6 +357,9 @@ type publisher struct {
 	last    atomic.Int64
 	buf     []byte // Publish is called from one goroutine at a time
 	closed  atomic.Bool
+	// stop ends the beacons goroutine, which closes done as it returns.
+	stop, done chan struct{}
+	stopOnce   sync.Once
 	// failing is set while publishes fail, so one error is logged per run
 	// of failures.
 	failing atomic.Bool
@@ -371,10 +393,37 @@ func (p *publisher) beacon() {
 	}
 }
 
+// beacons sends a beacon every tick after publishes, and every ten ticks
+// when idle, until stopBeacons.
+func (p *publisher) beacons(every time.Duration) {
+	defer close(p.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	sent, idle := p.last.Load(), 0
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		idle++
+		if last := p.last.Load(); last != sent || idle >= 10 {
+			p.beacon()
+			sent, idle = last, 0
+		}
+	}
+}
+
+func (p *publisher) stopBeacons() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
 func (p *publisher) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
+	p.stopBeacons()
 	p.b.mu.Lock()
 	if p.b.pubs[p.ws] == p {
 		delete(p.b.pubs, p.ws)
