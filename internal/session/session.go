@@ -454,31 +454,15 @@ func (s *Service) MCPServers(sessionID string) (servers map[string]config.MCPSer
 // in memory.
 func (s *Service) SetMCPServers(ctx context.Context, wsID, sessionID string, servers map[string]config.MCPServer) error {
 	names := serverNames(servers)
-	var encodeErr error
-	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
-		var settings Settings
-		if len(rec.Config) > 0 {
-			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
-				return false
-			}
-		}
-		if slices.Equal(settings.MCPServerNames, names) {
+	rec, err := s.updateSettings(ctx, wsID, sessionID, "MCP servers", func(st *Settings) bool {
+		if slices.Equal(st.MCPServerNames, names) {
 			return false
 		}
-		settings.MCPServerNames = names
-		conf, err := json.Marshal(settings)
-		if err != nil {
-			encodeErr = err
-			return false
-		}
-		rec.Config = conf
+		st.MCPServerNames = names
 		return true
-	}, nil)
+	})
 	if err != nil {
 		return err
-	}
-	if encodeErr != nil {
-		return fmt.Errorf("update MCP servers of %s: %w", sessionID, encodeErr)
 	}
 	s.mu.Lock()
 	if len(servers) > 0 {

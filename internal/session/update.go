@@ -131,14 +131,10 @@ func (s *Service) update(ctx context.Context, wsID, sessionID string, change fun
 	return ws, rec, nil
 }
 
-// SetProvider replaces the session's provider settings; the API key stays in
-// memory, the rest is stored.
-func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *proto.Provider) error {
-	if err := ValidProvider(p); err != nil {
-		return err
-	}
-	stored := *p
-	stored.APIKey = ""
+// updateSettings changes the stored Settings of a session with change,
+// which reports whether it changed anything; what names the change in
+// errors. Settings that cannot be read are kept, not overwritten.
+func (s *Service) updateSettings(ctx context.Context, wsID, sessionID, what string, change func(*Settings) bool) (store.Session, error) {
 	var encodeErr error
 	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
 		var settings Settings
@@ -147,7 +143,9 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 				return false // keep the stored settings rather than lose them
 			}
 		}
-		settings.Provider = &stored
+		if !change(&settings) {
+			return false
+		}
 		conf, err := json.Marshal(settings)
 		if err != nil {
 			encodeErr = err
@@ -157,10 +155,28 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 		return true
 	}, nil)
 	if err != nil {
-		return err
+		return store.Session{}, err
 	}
 	if encodeErr != nil {
-		return fmt.Errorf("update provider of %s: %w", sessionID, encodeErr)
+		return store.Session{}, fmt.Errorf("update %s of %s: %w", what, sessionID, encodeErr)
+	}
+	return rec, nil
+}
+
+// SetProvider replaces the session's provider settings; the API key stays in
+// memory, the rest is stored.
+func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *proto.Provider) error {
+	if err := ValidProvider(p); err != nil {
+		return err
+	}
+	stored := *p
+	stored.APIKey = ""
+	rec, err := s.updateSettings(ctx, wsID, sessionID, "provider", func(st *Settings) bool {
+		st.Provider = &stored
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	if p.APIKey != "" {
