@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/groupcommit"
 )
 
 // maxBatch bounds how many units share one transaction, so one commit
@@ -22,9 +22,6 @@ const maxBatch = 256
 // transaction (serialization failure, deadlock) is sent again before its
 // writes fail as unavailable.
 const maxConflictRetries = 3
-
-// errClosed is returned for writes submitted after Close.
-var errClosed = errors.New("store is closed")
 
 // errWriteTimeout marks a write that got no answer within the write timeout.
 var errWriteTimeout = fmt.Errorf("%w: no answer from the database in time", store.ErrUnavailable)
@@ -61,29 +58,19 @@ type unit struct {
 type batcher struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
-	queue   chan *unit
-	// mu is held for reading while a unit is being queued and for writing
-	// to set closed, so no unit enters the queue once run has drained it.
-	mu     sync.RWMutex
-	closed bool
-	quit   chan struct{}
-	done   chan struct{}
+	queue   *groupcommit.Queue[*unit]
 }
 
 func newBatcher(pool *pgxpool.Pool, timeout time.Duration) *batcher {
-	b := &batcher{
-		pool: pool, timeout: timeout,
-		queue: make(chan *unit, maxBatch),
-		quit:  make(chan struct{}), done: make(chan struct{}),
-	}
-	go b.run()
+	b := &batcher{pool: pool, timeout: timeout}
+	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
 
 // submitWait queues the statements as one unit and waits for its commit.
 func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (pgconn.CommandTag, error) {
 	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1)}
-	if err := b.submit(ctx, u); err != nil {
+	if err := b.queue.Submit(ctx, u); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	// Once queued the unit is the batcher's: waiting for its outcome, even
@@ -91,54 +78,6 @@ func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (
 	// then commits.
 	r := <-u.done
 	return r.tag, r.err
-}
-
-func (b *batcher) submit(ctx context.Context, u *unit) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return errClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case b.queue <- u:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (b *batcher) run() {
-	defer close(b.done)
-	for {
-		var first *unit
-		select {
-		case first = <-b.queue:
-		case <-b.quit:
-			// Writes queued before Close still commit.
-			for {
-				select {
-				case u := <-b.queue:
-					b.commit([]*unit{u})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*unit{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case u := <-b.queue:
-				batch = append(batch, u)
-			default:
-				break fill
-			}
-		}
-		b.commit(batch)
-	}
 }
 
 // commit sends the batch as one transaction. A unit whose statement fails
@@ -289,7 +228,7 @@ func (db *DB) direct(ctx context.Context, fence *Lease, stmts ...stmt) ([]pgconn
 		return nil, err
 	}
 	if db.batch.isClosed() {
-		return nil, errClosed
+		return nil, groupcommit.ErrClosed
 	}
 	u := &unit{ctx: ctx, fence: fence, stmts: stmts}
 	var batch pgx.Batch
@@ -318,19 +257,7 @@ func (db *DB) direct(ctx context.Context, fence *Lease, stmts ...stmt) ([]pgconn
 	return tags, nil
 }
 
-func (b *batcher) isClosed() bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.closed
-}
+func (b *batcher) isClosed() bool { return b.queue.Closed() }
 
 // close commits what is queued and stops the batcher.
-func (b *batcher) close() {
-	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.quit)
-	}
-	b.mu.Unlock()
-	<-b.done
-}
+func (b *batcher) close() { b.queue.Close() }

@@ -3,17 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
-	"sync"
+
+	"github.com/tandem-dev/tandem/internal/store/groupcommit"
 )
 
 // maxBatch bounds how many statements share one transaction, so one commit
 // never holds the write lock for long.
 const maxBatch = 256
-
-// errClosed is returned for writes submitted after Close.
-var errClosed = errors.New("store is closed")
 
 // unit is one write waiting for the group commit: its statements run in
 // order, in the same transaction, and succeed or fail together.
@@ -45,18 +42,12 @@ type stmtResult struct {
 type batcher struct {
 	w     *sql.DB
 	stmts *stmtCache
-	queue chan *unit
-	// mu is held for reading while a unit is being queued and for writing
-	// to set closed, so no unit enters the queue once run has drained it.
-	mu     sync.RWMutex
-	closed bool
-	quit   chan struct{}
-	done   chan struct{}
+	queue *groupcommit.Queue[*unit]
 }
 
 func newBatcher(w *sql.DB) *batcher {
-	b := &batcher{w: w, stmts: &stmtCache{db: w}, queue: make(chan *unit, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
-	go b.run()
+	b := &batcher{w: w, stmts: &stmtCache{db: w}}
+	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
 
@@ -68,7 +59,7 @@ func (b *batcher) exec(ctx context.Context, query string, args ...any) (sql.Resu
 // submitWait queues the statements as one unit and waits for its commit.
 func (b *batcher) submitWait(ctx context.Context, stmts []stmt) (sql.Result, error) {
 	out := make(chan stmtResult, 1)
-	if err := b.submit(ctx, &unit{ctx: ctx, stmts: stmts, done: func(r stmtResult) { out <- r }}); err != nil {
+	if err := b.queue.Submit(ctx, &unit{ctx: ctx, stmts: stmts, done: func(r stmtResult) { out <- r }}); err != nil {
 		return nil, err
 	}
 	// Once queued the unit is the batcher's: waiting for its outcome, even
@@ -76,51 +67,6 @@ func (b *batcher) submitWait(ctx context.Context, stmts []stmt) (sql.Result, err
 	// then commits.
 	r := <-out
 	return r.res, r.err
-}
-
-func (b *batcher) submit(ctx context.Context, u *unit) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return errClosed
-	}
-	select {
-	case b.queue <- u:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (b *batcher) run() {
-	defer close(b.done)
-	for {
-		var first *unit
-		select {
-		case first = <-b.queue:
-		case <-b.quit:
-			// Writes queued before Close still commit.
-			for {
-				select {
-				case u := <-b.queue:
-					b.commit([]*unit{u})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*unit{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case u := <-b.queue:
-				batch = append(batch, u)
-			default:
-				break fill
-			}
-		}
-		b.commit(batch)
-	}
 }
 
 // commit runs the batch in one transaction. If any unit fails, the
@@ -199,12 +145,4 @@ func (b *batcher) execIn(tx *sql.Tx, u *unit) (res sql.Result, err error) {
 }
 
 // close commits what is queued and stops the batcher.
-func (b *batcher) close() {
-	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.quit)
-	}
-	b.mu.Unlock()
-	<-b.done
-}
+func (b *batcher) close() { b.queue.Close() }
