@@ -200,3 +200,37 @@ type PendingWork interface {
 	// SessionApprovals returns the kinds the session approved, in no order.
 	SessionApprovals(ctx context.Context, sessionID string) ([]string, error)
 }
+
+// MessagesToWrite says, for each event of one all-or-none flush, the
+// message to write with it: a flush often carries a message twice (opened,
+// then finished), and only its last version can ever be read, so it is
+// written once, with the event of its first version, which is what gives
+// the message its place in the session. nil where there is none.
+func MessagesToWrite(es []Event) []*Event {
+	last := make(map[string]int)
+	for i, e := range es {
+		if e.Message != nil {
+			last[e.Message.ID] = i
+		}
+	}
+	out := make([]*Event, len(es))
+	for i, e := range es {
+		if e.Message == nil {
+			continue
+		}
+		if l, ok := last[e.Message.ID]; ok {
+			out[i] = &es[l]
+			delete(last, e.Message.ID)
+		}
+	}
+	return out
+}
+
+// MessageData is the JSON of e's message: MessageJSON when its writer
+// encoded it already.
+func MessageData(e *Event) ([]byte, error) {
+	if e.MessageJSON != nil {
+		return e.MessageJSON, nil
+	}
+	return json.Marshal(e.Message)
+}

@@ -357,30 +357,15 @@ func (v *view) AppendEvents(ctx context.Context, es []store.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
-	// A run's flush often carries the same message twice (opened, then
-	// finished). The unit is all-or-none, so only the last version can ever
-	// be read: it is written once, where the first one was, which is what
-	// gives the message its place in the session.
-	last := make(map[string]store.Event)
-	for _, e := range es {
-		if e.Message != nil {
-			last[e.Message.ID] = e
-		}
-	}
+	msgs := store.MessagesToWrite(es)
 	stmts := make([]stmt, 0, len(es)+2)
-	for _, e := range es {
-		if e.Message != nil {
-			if l, ok := last[e.Message.ID]; ok {
-				delete(last, e.Message.ID)
-				data := l.MessageJSON
-				if data == nil {
-					var err error
-					if data, err = json.Marshal(l.Message); err != nil {
-						return eventError(e, err)
-					}
-				}
-				stmts = append(stmts, putMessageStmt(l.Message.ID, l.Message.SessionID, data))
+	for i, e := range es {
+		if l := msgs[i]; l != nil {
+			data, err := store.MessageData(l)
+			if err != nil {
+				return eventError(e, err)
 			}
+			stmts = append(stmts, putMessageStmt(l.Message.ID, l.Message.SessionID, data))
 		}
 		if e.Session != nil {
 			stmts = append(stmts, updateSessionStmt(*e.Session))

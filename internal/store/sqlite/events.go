@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -31,26 +30,10 @@ func (db *DB) AppendEvents(ctx context.Context, es []store.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
-	// A run's flush often carries the same message twice (opened, then
-	// finished). The unit is all-or-none, so only the last version can ever
-	// be read: it is written once, where the first one was, which is what
-	// gives the message its place in the session.
-	last := make(map[string]store.Event)
-	for _, e := range es {
-		if e.Message != nil {
-			last[e.Message.ID] = e
-		}
-	}
+	msgs := store.MessagesToWrite(es)
 	var stmts []stmt
-	for _, e := range es {
-		var msg *store.Event
-		if e.Message != nil {
-			if l, ok := last[e.Message.ID]; ok {
-				msg = &l
-				delete(last, e.Message.ID)
-			}
-		}
-		s, err := eventStmts(e, msg)
+	for i, e := range es {
+		s, err := eventStmts(e, msgs[i])
 		if err != nil {
 			return eventError(e, err)
 		}
@@ -69,12 +52,9 @@ func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 	}
 	var stmts []stmt
 	if msg != nil {
-		data := msg.MessageJSON
-		if data == nil {
-			var err error
-			if data, err = json.Marshal(msg.Message); err != nil {
-				return nil, err
-			}
+		data, err := store.MessageData(msg)
+		if err != nil {
+			return nil, err
 		}
 		stmts = append(stmts, putMessageData(msg.Message.ID, msg.Message.SessionID, data))
 	}
