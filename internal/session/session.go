@@ -454,13 +454,13 @@ func (s *Service) MCPServers(sessionID string) (servers map[string]config.MCPSer
 // in memory.
 func (s *Service) SetMCPServers(ctx context.Context, wsID, sessionID string, servers map[string]config.MCPServer) error {
 	names := serverNames(servers)
-	rec, err := s.updateSettings(ctx, wsID, sessionID, "MCP servers", func(st *Settings) bool {
+	_, rec, err := s.updateSettings(ctx, wsID, sessionID, "MCP servers", func(_ *store.Session, st *Settings) bool {
 		if slices.Equal(st.MCPServerNames, names) {
 			return false
 		}
 		st.MCPServerNames = names
 		return true
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}

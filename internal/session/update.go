@@ -131,19 +131,20 @@ func (s *Service) update(ctx context.Context, wsID, sessionID string, change fun
 	return ws, rec, nil
 }
 
-// updateSettings changes the stored Settings of a session with change,
-// which reports whether it changed anything; what names the change in
-// errors. Settings that cannot be read are kept, not overwritten.
-func (s *Service) updateSettings(ctx context.Context, wsID, sessionID, what string, change func(*Settings) bool) (store.Session, error) {
+// updateSettings is update for a change (which reports whether it changed
+// anything) of the session's record and its stored Settings; what names
+// the change in errors. Settings that cannot be read are kept, not
+// overwritten.
+func (s *Service) updateSettings(ctx context.Context, wsID, sessionID, what string, change func(*store.Session, *Settings) bool, announce func(*workspace.Workspace, store.Session) workspace.Draft) (*workspace.Workspace, store.Session, error) {
 	var encodeErr error
-	_, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
+	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
 		var settings Settings
 		if len(rec.Config) > 0 {
 			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
 				return false // keep the stored settings rather than lose them
 			}
 		}
-		if !change(&settings) {
+		if !change(rec, &settings) {
 			return false
 		}
 		conf, err := json.Marshal(settings)
@@ -153,14 +154,14 @@ func (s *Service) updateSettings(ctx context.Context, wsID, sessionID, what stri
 		}
 		rec.Config = conf
 		return true
-	}, nil)
+	}, announce)
 	if err != nil {
-		return store.Session{}, err
+		return nil, store.Session{}, err
 	}
 	if encodeErr != nil {
-		return store.Session{}, fmt.Errorf("update %s of %s: %w", what, sessionID, encodeErr)
+		return nil, store.Session{}, fmt.Errorf("update %s of %s: %w", what, sessionID, encodeErr)
 	}
-	return rec, nil
+	return ws, rec, nil
 }
 
 // SetProvider replaces the session's provider settings; the API key stays in
@@ -171,10 +172,10 @@ func (s *Service) SetProvider(ctx context.Context, wsID, sessionID string, p *pr
 	}
 	stored := *p
 	stored.APIKey = ""
-	rec, err := s.updateSettings(ctx, wsID, sessionID, "provider", func(st *Settings) bool {
+	_, rec, err := s.updateSettings(ctx, wsID, sessionID, "provider", func(_ *store.Session, st *Settings) bool {
 		st.Provider = &stored
 		return true
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -261,14 +262,7 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 			return proto.Session{}, err
 		}
 	}
-	var encodeErr error
-	ws, rec, err := s.update(ctx, wsID, sessionID, func(rec *store.Session) bool {
-		var settings Settings
-		if len(rec.Config) > 0 {
-			if encodeErr = json.Unmarshal(rec.Config, &settings); encodeErr != nil {
-				return false // keep the stored settings rather than lose them
-			}
-		}
+	ws, rec, err := s.updateSettings(ctx, wsID, sessionID, "session", func(rec *store.Session, settings *Settings) bool {
 		if req.Title != nil {
 			rec.Title = *req.Title
 		}
@@ -285,12 +279,6 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 		if req.ExcludedTools != nil {
 			settings.ExcludedTools = *req.ExcludedTools
 		}
-		conf, err := json.Marshal(settings)
-		if err != nil {
-			encodeErr = err
-			return false
-		}
-		rec.Config = conf
 		// Even an update that changes nothing is announced: the client
 		// asked, and every client then knows the settings.
 		return true
@@ -299,9 +287,6 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 	})
 	if err != nil {
 		return proto.Session{}, err
-	}
-	if encodeErr != nil {
-		return proto.Session{}, fmt.Errorf("update session %s: %w", sessionID, encodeErr)
 	}
 	return s.view(ws, rec), nil
 }
