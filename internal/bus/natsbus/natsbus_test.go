@@ -573,3 +573,31 @@ func BenchmarkDelivery(b *testing.B) {
 		b.Fatalf("delivered %d of %d", got.Load(), b.N)
 	}
 }
+
+// Events a node never heard of on the bus (committed and counted by an
+// owner that had nothing more to publish, or a burst's tail that NATS
+// dropped) reach its streams from the log all the same: the owner's
+// beacons tell the node where the events end.
+func TestAFollowerLearnsOfEventsItWasNeverSent(t *testing.T) {
+	s := natsServer(t, 0)
+	owner := dial(t, s, "owner", func(c *Config) { c.BeaconEvery = 20 * time.Millisecond })
+	node := dial(t, s, "node")
+	log := newMemLog()
+	for seq := int64(1); seq <= 3; seq++ {
+		log.commit("w", event(seq, true))
+	}
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: node, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+	col.waitFor(t, 3)
+
+	for seq := int64(4); seq <= 6; seq++ {
+		log.commit("w", event(seq, true))
+	}
+	p, err := owner.Publisher("w", 6)
+	require.NoError(t, err)
+	defer p.Close()
+	col.waitFor(t, 6)
+	requireFeed(t, col.events(), log, "w", 0, 6)
+}
