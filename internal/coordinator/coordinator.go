@@ -444,14 +444,6 @@ const (
 	maxMimeType       = 255
 )
 
-// tooLong refuses a string over its limit with body_too_large.
-func tooLong(field, s string, limit int) error {
-	if len(s) > limit {
-		return tandem.Errorf(proto.CodeBodyTooLarge, "%s is %d bytes; at most %d are allowed", field, len(s), limit)
-	}
-	return nil
-}
-
 func validatePrompt(req proto.PromptRequest) error {
 	switch req.Delivery {
 	case "", proto.DeliveryQueue, proto.DeliverySteer:
@@ -467,18 +459,18 @@ func validatePrompt(req proto.PromptRequest) error {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return tandem.Invalid("prompt must not be empty")
 	}
-	if err := tooLong("prompt", req.Prompt, MaxPrompt); err != nil {
+	if err := tandem.CheckLen("prompt", req.Prompt, MaxPrompt); err != nil {
 		return err
 	}
 	for i, a := range req.Attachments {
 		// What the user message shows of an attachment is an event too.
-		if err := tooLong(fmt.Sprintf("attachments[%d].display_name", i), a.DisplayName, maxAttachmentName); err != nil {
+		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].display_name", i), a.DisplayName, maxAttachmentName); err != nil {
 			return err
 		}
-		if err := tooLong(fmt.Sprintf("attachments[%d].path", i), a.Path, maxAttachmentPath); err != nil {
+		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].path", i), a.Path, maxAttachmentPath); err != nil {
 			return err
 		}
-		if err := tooLong(fmt.Sprintf("attachments[%d].mime_type", i), a.MimeType, maxMimeType); err != nil {
+		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].mime_type", i), a.MimeType, maxMimeType); err != nil {
 			return err
 		}
 	}

@@ -165,14 +165,6 @@ const (
 	maxModel      = 256
 )
 
-// tooLong refuses a string over its limit.
-func tooLong(field, s string, limit int) error {
-	if len(s) > limit {
-		return tandem.Errorf(proto.CodeBodyTooLarge, "%s is %d bytes; at most %d are allowed", field, len(s), limit)
-	}
-	return nil
-}
-
 var (
 	reasoningEfforts = []string{"low", "medium", "high", "xhigh"}
 	permissionModes  = []string{"ask", "allow_all", "deny_all"}
@@ -331,10 +323,10 @@ func (s *Service) validateModel(ws *workspace.Workspace, model string) error {
 }
 
 func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
-	if err := tooLong("title", req.Title, maxTitle); err != nil {
+	if err := tandem.CheckLen("title", req.Title, maxTitle); err != nil {
 		return err
 	}
-	if err := tooLong("model", req.Model, maxModel); err != nil {
+	if err := tandem.CheckLen("model", req.Model, maxModel); err != nil {
 		return err
 	}
 	if req.ID != "" {
@@ -713,7 +705,7 @@ func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.Log
 	if strings.TrimSpace(req.Message) == "" {
 		return 0, tandem.Invalid("message is required")
 	}
-	if err := tooLong("message", req.Message, MaxLogMessage); err != nil {
+	if err := tandem.CheckLen("message", req.Message, MaxLogMessage); err != nil {
 		return 0, err
 	}
 	ev, err := ws.Emit(ctx, workspace.Draft{

@@ -24,7 +24,7 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 	if strings.TrimSpace(req.Model) == "" {
 		return proto.Session{}, tandem.Invalid("model is required")
 	}
-	if err := tooLong("model", req.Model, maxModel); err != nil {
+	if err := tandem.CheckLen("model", req.Model, maxModel); err != nil {
 		return proto.Session{}, err
 	}
 	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
@@ -226,7 +226,7 @@ func validToolList(field string, names []string) error {
 		if strings.TrimSpace(n) == "" {
 			return tandem.Invalid("%s[%d] must not be empty", field, i)
 		}
-		if err := tooLong(fmt.Sprintf("%s[%d]", field, i), n, maxToolNameLen); err != nil {
+		if err := tandem.CheckLen(fmt.Sprintf("%s[%d]", field, i), n, maxToolNameLen); err != nil {
 			return err
 		}
 	}
@@ -242,7 +242,7 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 		if strings.TrimSpace(*req.Title) == "" {
 			return proto.Session{}, tandem.Invalid("title must not be empty")
 		}
-		if err := tooLong("title", *req.Title, maxTitle); err != nil {
+		if err := tandem.CheckLen("title", *req.Title, maxTitle); err != nil {
 			return proto.Session{}, err
 		}
 	}

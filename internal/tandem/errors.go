@@ -59,3 +59,12 @@ func CheckUUID(field, v string) error {
 	}
 	return nil
 }
+
+// CheckLen refuses a client's string over its limit in bytes with
+// body_too_large, naming the field.
+func CheckLen(field, s string, limit int) error {
+	if len(s) > limit {
+		return Errorf(proto.CodeBodyTooLarge, "%s is %d bytes; at most %d are allowed", field, len(s), limit)
+	}
+	return nil
+}
