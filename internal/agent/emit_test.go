@@ -91,9 +91,13 @@ func TestBurstCoalescesBehindCommit(t *testing.T) {
 			}
 		}
 		require.Equal(t, burst, deltas)
-		// A fast model's whole step costs two commits: the progress with
-		// the first delta, then the step's end with run.completed.
-		require.Equal(t, 2, env.store.commits())
+		// A fast model's whole step costs two or three commits, not one per
+		// delta: the progress with the first delta, then the burst and the
+		// step's end with run.completed. Once the held commit returns, the
+		// flush of the burst and the step's end race for the next commit:
+		// either one takes both, or the burst goes first and the end after.
+		require.LessOrEqual(t, env.store.commits(), 3)
+		require.GreaterOrEqual(t, env.store.commits(), 2)
 	})
 }
 
