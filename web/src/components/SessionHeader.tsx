@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
-import type { SessionState } from '../lib/state';
+import { contextTokens, sessionUsage, type SessionState } from '../lib/state';
 import { useController } from './context';
 import { fmt, formatUsage } from './MessageView';
 
@@ -24,9 +24,10 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
     setEffort(sess.reasoning_effort ?? '');
   }, [sess.model, sess.reasoning_effort]);
   const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
-  const ctx = sess.context ?? { cwd: '' };
+  // Both move with each model step, before the run ends and the server's totals catch up.
+  const ctx = { ...sess.context, tokens: contextTokens(s) };
   const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
-  const usage = formatUsage(sess.usage);
+  const usage = formatUsage(sessionUsage(s));
   const autoCompact = sess.compaction?.auto ?? true;
   // The meter turns to "high" where the session compacts on its own.
   const threshold = sess.compaction?.threshold ?? 0.8;
