@@ -486,15 +486,24 @@ export class Controller {
     }
   }
 
-  /** setAutoCompaction turns the session's automatic compaction on or off (PATCH; every client sees session.updated). */
-  async setAutoCompaction(sid: string, auto: boolean) {
+  /**
+   * updateCompaction changes when the session compacts on its own (PATCH;
+   * every client sees session.updated). It returns what the server said
+   * when it refused, for the form to show, and null when it took it.
+   */
+  async updateCompaction(sid: string, compaction: { auto?: boolean; threshold?: number }): Promise<string | null> {
     const wid = this.state.workspaceId;
-    if (!wid) return;
+    if (!wid) return 'No workspace is open.';
     try {
-      const s = await this.api.updateSession(wid, sid, { compaction: { auto } });
+      const s = await this.api.updateSession(wid, sid, { compaction });
       this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
+      return null;
     } catch (e) {
-      this.fail('Auto-compaction', e);
+      if (isUnauthorized(e)) {
+        this.refused();
+        return 'The server refused this token.';
+      }
+      return e instanceof ApiError ? e.message : String(e);
     }
   }
 
