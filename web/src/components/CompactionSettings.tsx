@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Compaction } from '../lib/types';
 import { useController } from './context';
 
@@ -24,16 +24,13 @@ export function parseThreshold(text: string): number | string {
  */
 export function CompactionSettings({ sid, compaction, onClose }: { sid: string; compaction: Compaction; onClose: () => void }) {
   const c = useController();
-  const [auto, setAuto] = useState(compaction.auto);
-  const [threshold, setThreshold] = useState(percent(compaction.threshold));
-  const [dirty, setDirty] = useState(false);
+  // The user's edit, once there is one; until then the fields show the
+  // server's settings, whoever changed them last.
+  const [edit, setEdit] = useState<{ auto: boolean; threshold: string } | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [saving, setSaving] = useState(false);
-  useEffect(() => {
-    if (dirty) return;
-    setAuto(compaction.auto);
-    setThreshold(percent(compaction.threshold));
-  }, [compaction.auto, compaction.threshold, dirty]);
+  const auto = edit?.auto ?? compaction.auto;
+  const threshold = edit?.threshold ?? percent(compaction.threshold);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -50,7 +47,7 @@ export function CompactionSettings({ sid, compaction, onClose }: { sid: string; 
       setError(refused);
       return;
     }
-    setDirty(false);
+    setEdit(null);
     onClose();
   };
 
@@ -72,8 +69,8 @@ export function CompactionSettings({ sid, compaction, onClose }: { sid: string; 
           type="checkbox"
           checked={auto}
           onChange={(e) => {
-            setAuto((e.target as HTMLInputElement).checked);
-            setDirty(true);
+            const checked = (e.target as HTMLInputElement).checked;
+            setEdit((prev) => ({ threshold: prev?.threshold ?? threshold, auto: checked }));
           }}
         />{' '}
         Compact automatically
@@ -87,8 +84,8 @@ export function CompactionSettings({ sid, compaction, onClose }: { sid: string; 
           aria-label="Threshold, percent of the context window"
           value={threshold}
           onInput={(e) => {
-            setThreshold((e.target as HTMLInputElement).value);
-            setDirty(true);
+            const value = (e.target as HTMLInputElement).value;
+            setEdit((prev) => ({ auto: prev?.auto ?? auto, threshold: value }));
             setError(null);
           }}
         />{' '}
