@@ -59,7 +59,6 @@ export function CompactionSettings({ sid, compaction, onClose }: { sid: string; 
       onKeyDown={(e) => {
         if (e.key === 'Escape') {
           e.preventDefault(); // closes the form; not a cancel of the run
-          e.stopPropagation();
           onClose();
         }
       }}
@@ -67,6 +66,7 @@ export function CompactionSettings({ sid, compaction, onClose }: { sid: string; 
       <label>
         <input
           type="checkbox"
+          autoFocus
           checked={auto}
           onChange={(e) => {
             const checked = (e.target as HTMLInputElement).checked;
