@@ -1,5 +1,5 @@
 import type { Page } from '@playwright/test';
-import { test, expect, gate, watch, openWorkspace, shot, TOKEN } from './harness';
+import { test, expect, gate, watch, openWorkspace, shot, twoPagesOnANewSession, TOKEN } from './harness';
 import { fmtTokens, formatUsage } from '../src/lib/state';
 
 // The fake model gets a window and prices from the server's configuration
@@ -19,6 +19,20 @@ async function newSession(page: Page, base: string, dir: string) {
 async function send(page: Page, text: string) {
   await prompt(page).fill(text);
   await prompt(page).press('Enter');
+}
+
+/** openCompactionSettings opens the session's compaction settings from its menu. */
+async function openCompactionSettings(page: Page) {
+  await page.getByRole('button', { name: 'Session actions' }).click();
+  await page.getByRole('menuitem', { name: 'Compaction settings…' }).click();
+  const form = page.getByRole('form', { name: 'Compaction settings' });
+  await expect(form).toBeVisible();
+  return {
+    form,
+    auto: form.getByRole('checkbox', { name: 'Compact automatically' }),
+    threshold: form.getByRole('textbox', { name: 'Threshold, percent of the context window' }),
+    save: form.getByRole('button', { name: 'Save' }),
+  };
 }
 
 /** fill is the context meter's value, 0..1. */
@@ -47,12 +61,19 @@ test('usage, cost and context fill after runs', async ({ env, page, browser }) =
   await expect(first.getByTestId('run-usage')).toHaveCount(0); // one request: the run's total is the message's
 
   // Two steps, a tool call then the answer: each its own, the run's sum under the last.
+  const [held, release] = gate();
   env.fake.script = (_n, body) =>
     body.messages.at(-1).role === 'tool'
-      ? { text: ['Listed them.'], usage: { input: 5500, output: 300 } }
+      ? { text: ['Listed', ' them.'], usage: { input: 5500, output: 300 }, holdAfter: 1, gate: held }
       : { text: ['Listing.'], toolCalls: [{ id: 'call_ls', name: 'ls', args: {} }], usage: { input: 5000, output: 200, cacheRead: 1000 } };
   await send(page, 'List the files');
   const last = page.getByTestId('msg-assistant').last();
+  await expect(last).toContainText('Listed');
+  // While the run goes on, the header already counts its first step, and
+  // the context fill is what that step read and wrote.
+  await expect(page.getByTestId('usage')).toContainText('9.0k in · 700 out · 1.0k cached · $');
+  await expect(page.getByTestId('context-fill')).toContainText('5.2k/16k (33%)');
+  release();
   await expect(last).toContainText('Listed them.');
   const step1 = page.getByTestId('msg-assistant').nth(1);
   // 4,000 uncached at $2/M plus 1,000 read from the cache: the server prices them.
@@ -135,12 +156,14 @@ test('compact now shows the compaction and the context fill drops', async ({ env
 
   // Auto-compaction can be turned off (and on again) for the session.
   await expect(page.getByTestId('auto-compaction-off')).toHaveCount(0);
-  await page.getByRole('button', { name: 'Session actions' }).click();
-  await page.getByRole('menuitem', { name: 'Turn auto-compaction off' }).click();
+  const settings = await openCompactionSettings(page);
+  await settings.auto.uncheck();
+  await settings.save.click();
   await expect(page.getByTestId('auto-compaction-off')).toBeVisible();
   expect((await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`)).compaction).toEqual({ auto: false, threshold: 0.8 });
-  await page.getByRole('button', { name: 'Session actions' }).click();
-  await page.getByRole('menuitem', { name: 'Turn auto-compaction on' }).click();
+  await openCompactionSettings(page);
+  await settings.auto.check();
+  await settings.save.click();
   await expect(page.getByTestId('auto-compaction-off')).toHaveCount(0);
   expect((await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`)).compaction.auto).toBe(true);
 
@@ -170,4 +193,35 @@ test('compact now shows the compaction and the context fill drops', async ({ env
   release();
   await expect(page.getByTestId('msg-assistant').last()).toContainText('Working on it now.');
   expect(problems).toEqual([]);
+});
+
+// The compaction settings edited on one page show on another at once (the
+// server's session.updated); a threshold out of range is refused before it
+// is sent.
+test('compaction settings changed on one page show live on another', async ({ env, page }) => {
+  const { b, ctxB, wid, sid, problemsA, problemsB } = await twoPagesOnANewSession(page, env.tandem.url, env.workDir);
+  await expect(b.getByTestId('auto-compaction-off')).toHaveCount(0);
+  const onB = await openCompactionSettings(b); // left open: it follows A's change
+
+  const a = await openCompactionSettings(page);
+  await expect(a.auto).toBeChecked();
+  await expect(a.threshold).toHaveValue('80');
+  await a.threshold.fill('0');
+  await a.save.click();
+  await expect(a.form.getByRole('alert')).toContainText('above 0 and at most 100');
+  await a.threshold.fill('65');
+  await a.save.click();
+  await expect(a.form).toHaveCount(0);
+  await expect(page.getByTestId('compaction-threshold')).toHaveText('compacts at 65%');
+  expect((await env.tandem.must('GET', `/v1/workspaces/${wid}/sessions/${sid}`)).compaction).toEqual({ auto: true, threshold: 0.65 });
+
+  await expect(b.getByTestId('compaction-threshold')).toHaveText('compacts at 65%');
+  await expect(onB.threshold).toHaveValue('65');
+  await onB.auto.uncheck();
+  await onB.save.click();
+  await expect(page.getByTestId('auto-compaction-off')).toBeVisible();
+  await expect(page.getByTestId('compaction-threshold')).toHaveCount(0);
+  await ctxB.close();
+  expect(problemsA).toEqual([]);
+  expect(problemsB).toEqual([]);
 });

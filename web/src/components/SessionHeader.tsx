@@ -1,10 +1,14 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
-import type { SessionState } from '../lib/state';
+import { contextTokens, sessionUsage, type SessionState } from '../lib/state';
+import { CompactionSettings, percent } from './CompactionSettings';
 import { useController } from './context';
 import { fmt, formatUsage } from './MessageView';
 
 const EFFORTS = ['', 'low', 'medium', 'high', 'xhigh'];
+
+/** the server's default (contract section 4): no chip for it. */
+const DEFAULT_THRESHOLD = 0.8;
 
 export function SessionHeader({ state, session: s }: { state: AppState; session: SessionState }) {
   const c = useController();
@@ -14,6 +18,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [model, setModel] = useState(sess.model);
   const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
   const [menu, setMenu] = useState(false);
+  const [settings, setSettings] = useState(false);
   // Another client may rename the session or switch its model: the fields
   // follow, unless this page is editing the title.
   useEffect(() => {
@@ -24,12 +29,14 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
     setEffort(sess.reasoning_effort ?? '');
   }, [sess.model, sess.reasoning_effort]);
   const changed = model.trim() !== sess.model || effort !== (sess.reasoning_effort ?? '');
-  const ctx = sess.context ?? { cwd: '' };
+  // Both move with each model step, before the run ends and the server's totals catch up.
+  const ctx = { ...sess.context, tokens: contextTokens(s) };
   const fill = typeof ctx.tokens === 'number' && ctx.window ? Math.min(1, ctx.tokens / ctx.window) : undefined;
-  const usage = formatUsage(sess.usage);
-  const autoCompact = sess.compaction?.auto ?? true;
+  const usage = formatUsage(sessionUsage(s));
+  const compaction = sess.compaction ?? { auto: true, threshold: DEFAULT_THRESHOLD };
+  const autoCompact = compaction.auto;
   // The meter turns to "high" where the session compacts on its own.
-  const threshold = sess.compaction?.threshold ?? 0.8;
+  const threshold = compaction.threshold;
 
   return (
     <header class="session-head">
@@ -101,8 +108,8 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
               <button type="button" role="menuitem" onClick={() => void c.compact(sess.id)}>
                 Compact now
               </button>
-              <button type="button" role="menuitem" onClick={() => void c.setAutoCompaction(sess.id, !autoCompact)}>
-                {autoCompact ? 'Turn auto-compaction off' : 'Turn auto-compaction on'}
+              <button type="button" role="menuitem" onClick={() => setSettings(true)}>
+                Compaction settings…
               </button>
               <button
                 type="button"
@@ -118,6 +125,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
           )}
         </div>
       </div>
+      {settings && <CompactionSettings sid={sess.id} compaction={compaction} onClose={() => setSettings(false)} />}
       <div class="meta-row small">
         <form
           class="model"
@@ -166,6 +174,11 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
         {!autoCompact && (
           <span class="chip" data-testid="auto-compaction-off" title="This session compacts only when asked (Compact now)">
             auto-compaction off
+          </span>
+        )}
+        {autoCompact && threshold !== DEFAULT_THRESHOLD && (
+          <span class="chip" data-testid="compaction-threshold" title="This session compacts on its own when a request would pass this share of the context window">
+            compacts at {percent(threshold)}%
           </span>
         )}
       </div>

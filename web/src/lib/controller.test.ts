@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { Api } from './api';
 import { Controller, parseRoute } from './controller';
+import { sessionUsage } from './state';
 import { WorkspaceStream } from './stream';
 import { FakeEventSource, env, message, session, time } from './testing';
 
@@ -171,6 +172,30 @@ describe('Controller', () => {
     const sess = c.state.ws!.sessions[S].session;
     expect(sess.usage).toEqual(usage);
     expect(sess.context).toEqual({ cwd: '/p', tokens: 4600, window: 16000 });
+  });
+
+  it('a run that ends while the page loads is counted once: the refetch comes after its run.completed is folded in', async () => {
+    const before = { input_tokens: 1000, output_tokens: 100, cache_read_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0 };
+    const step = { ...before, input_tokens: 4000, output_tokens: 500 };
+    const total = { ...before, input_tokens: 5000, output_tokens: 600 };
+    // The server's snapshots already hold the run that ends meanwhile.
+    const { c } = setup({
+      routes: [
+        get(`/v1/workspaces/${W}/sessions`, { sessions: [session(S, { updated_at: time(9), usage: total })] }),
+        get(`/v1/workspaces/${W}/sessions/${S}`, session(S, { updated_at: time(9), usage: total })),
+      ],
+    });
+    await c.start();
+    const es = FakeEventSource.last();
+    es.emit('stream.opened', { head_seq: 3 });
+    const r = { session_id: S, run_id: 'r1' };
+    es.event(env(4, 'run.accepted', { run_id: 'r1', state: 'running', position: 0, client_id: 'other' }, r));
+    es.event(env(5, 'message.updated', message('a1', 'assistant', [{ type: 'text', text: 'done' }, { type: 'finish', reason: 'end_turn' }], 5, { session_id: S, run_id: 'r1', usage: step }), r));
+    es.event(env(6, 'run.completed', { run_id: 'r1', outcome: 'end_turn', message_id: 'a1', usage: step }, r));
+    expect(c.state.syncing).toBe(true);
+    for (let i = 0; i < 20; i++) await settle();
+    expect(c.state.syncing).toBe(false);
+    expect(sessionUsage(c.state.ws!.sessions[S])).toEqual(total);
   });
 
   it('parses routes', () => {

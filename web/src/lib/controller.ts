@@ -9,6 +9,7 @@ import {
   applyEvent,
   applySessionEvent,
   applySessionEvents,
+  dropLiveUsage,
   markGaps,
   mergeMessages,
   newSessionState,
@@ -85,6 +86,7 @@ export class Controller {
   private syncGen = 0;
   private toastId = 0;
   private loading = new Map<string, Promise<void>>();
+  private refreshes = new Map<string, number>();
   private readonly schedule: (f: () => void) => void;
   private readonly newStream: NonNullable<ControllerOptions['newStream']>;
   private readonly route: NonNullable<ControllerOptions['route']>;
@@ -243,8 +245,10 @@ export class Controller {
         },
         event: (ev) => {
           if (this.state.syncing) this.buffer.push(ev);
-          else this.setWs((ws) => applyEvent(ws, ev));
-          this.afterEvent(ev);
+          else {
+            this.setWs((ws) => applyEvent(ws, ev));
+            this.afterEvent(ev);
+          }
         },
         resync: () => void this.sync(),
         state: (conn, connDetail) => this.set({ conn, connDetail }),
@@ -262,10 +266,12 @@ export class Controller {
     stream.start();
   }
 
-  /** afterEvent does what an event calls for beyond folding it in. */
+  /** afterEvent does what an event calls for beyond folding it in; it runs once the event is folded in. */
   private afterEvent(ev: Envelope) {
     if (ev.type === 'run.completed' && ev.session_id) {
-      // The session's usage and context fill change with each run.
+      // The server's totals now hold the run: fetched only after its
+      // run.completed is folded in, the snapshot replaces the run's live
+      // usage instead of adding to it (see state.ts withSnapshot).
       void this.refreshSession(ev.session_id);
     }
     if (ev.type === 'session.created' && ev.data?.model) {
@@ -276,8 +282,14 @@ export class Controller {
   private async refreshSession(sid: string) {
     const wid = this.state.workspaceId;
     if (!wid) return;
+    // Only the latest refetch of a session counts: an earlier one may
+    // answer last, without the runs that ended since it was asked.
+    const gen = (this.refreshes.get(sid) ?? 0) + 1;
+    this.refreshes.set(sid, gen);
     try {
       const s = await this.api.session(wid, sid);
+      if (this.refreshes.get(sid) !== gen) return;
+      this.refreshes.delete(sid);
       if (this.state.workspaceId === wid) this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
     } catch {
       /* deleted meanwhile, or offline: the stream says so */
@@ -303,7 +315,9 @@ export class Controller {
       if (gen !== this.syncGen || wid !== this.state.workspaceId) return;
       let ws = this.state.ws ? { ...this.state.ws, workspace } : newWorkspaceState(workspace);
       ws = { ...ws, clients: { ...ws.clients, count: workspace.clients }, closing: undefined };
-      ws = setSessions(ws, sessions);
+      // What this page missed may include the end of runs whose steps it
+      // counted: the snapshot's totals stand alone.
+      ws = mapLoaded(setSessions(ws, sessions), dropLiveUsage);
       // Pending permissions: what the server lists is pending; what this page
       // thought pending and the server no longer lists was answered meanwhile.
       const pending = new Set(permissions.map((p) => p.request_id));
@@ -355,6 +369,7 @@ export class Controller {
           let ws = this.state.ws;
           for (const ev of buffered) ws = applyEvent(ws, ev);
           this.set({ ws, syncing: false });
+          for (const ev of buffered) this.afterEvent(ev);
         } else this.set({ syncing: false });
       }
     }
@@ -471,15 +486,24 @@ export class Controller {
     }
   }
 
-  /** setAutoCompaction turns the session's automatic compaction on or off (PATCH; every client sees session.updated). */
-  async setAutoCompaction(sid: string, auto: boolean) {
+  /**
+   * updateCompaction changes when the session compacts on its own (PATCH;
+   * every client sees session.updated). It returns what the server said
+   * when it refused, for the form to show, and null when it took it.
+   */
+  async updateCompaction(sid: string, compaction: { auto?: boolean; threshold?: number }): Promise<string | null> {
     const wid = this.state.workspaceId;
-    if (!wid) return;
+    if (!wid) return 'No workspace is open.';
     try {
-      const s = await this.api.updateSession(wid, sid, { compaction: { auto } });
+      const s = await this.api.updateSession(wid, sid, { compaction });
       this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
+      return null;
     } catch (e) {
-      this.fail('Auto-compaction', e);
+      if (isUnauthorized(e)) {
+        this.refused();
+        return 'The server refused this token.';
+      }
+      return e instanceof ApiError ? e.message : String(e);
     }
   }
 

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
+  addUsage,
   applyEvent,
+  contextTokens,
   applySessionEvents,
   fmtCost,
   formatUsage,
@@ -13,6 +15,7 @@ import {
   pendingSteers,
   queue,
   rows,
+  sessionUsage,
   setSessions,
   steerOf,
   type WorkspaceState,
@@ -330,5 +333,94 @@ describe('steering, compaction and usage (v1.1)', () => {
     expect(formatUsage(usage(4000, 500, 0.012))).toBe('4.0k in · 500 out · $0.012');
     expect(formatUsage({ ...usage(14500, 1200), cache_read_tokens: 2000, reasoning_tokens: 30 })).toBe('15k in · 1.2k out · 2.0k cached · 30 reasoning');
     expect([fmtCost(0), fmtCost(0.0042), fmtCost(0.037000000000000005), fmtCost(12.5)]).toEqual(['$0', '$0.0042', '$0.037', '$12.50']);
+  });
+});
+
+describe('usage and context fill between snapshots', () => {
+  const u = (input: number, output: number, cost?: number) => ({
+    input_tokens: input,
+    output_tokens: output,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+    ...(cost !== undefined ? { cost_usd: cost } : {}),
+  });
+  const r1 = { session_id: 's', run_id: 'r1' };
+  const snapshot = (seq: number, usage: ReturnType<typeof u>, tokens: number, extra = {}) =>
+    env(seq, 'session.updated', session('s', { updated_at: time(seq), usage, context: { cwd: '/p', tokens, window: 10000 }, ...extra }));
+  const step = (id: string, n: number, usage?: ReturnType<typeof u>, parts: Message['parts'] = [{ type: 'text', text: id }]) =>
+    message(id, 'assistant', parts, n, { run_id: 'r1', ...(usage ? { usage } : {}) });
+  const shown = (ws: WorkspaceState) => {
+    const st = ws.sessions.s;
+    const t = sessionUsage(st);
+    return { input: t.input_tokens, output: t.output_tokens, cost: t.cost_usd, context: contextTokens(st) };
+  };
+  // A session that ran before (the server's totals), then a run of two steps.
+  const start = () =>
+    fold([
+      snapshot(1, u(1000, 100, 0.01), 1100),
+      env(2, 'run.accepted', { run_id: 'r1', state: 'running', position: 0, client_id: 'c' }, r1),
+      env(3, 'run.started', { run_id: 'r1' }, r1),
+      env(4, 'message.created', message('u1', 'user', [{ type: 'text', text: 'go' }], 4, { run_id: 'r1' }), r1),
+      env(5, 'message.created', step('a1', 5), r1),
+    ]);
+
+  it('counts each step as its usage arrives, once however often it comes, and the context follows the latest step', () => {
+    let ws = start();
+    expect(shown(ws)).toEqual({ input: 1000, output: 100, cost: 0.01, context: 1100 });
+    ws = fold([env(6, 'message.updated', step('a1', 6, u(2000, 200, 0.02)), r1)], ws);
+    expect(shown(ws)).toEqual({ input: 3000, output: 300, cost: 0.03, context: 2200 });
+    // The same step again (a replay, a later version of the message): no change.
+    const again = fold([env(7, 'message.updated', step('a1', 7, u(2000, 200, 0.02)), r1)], ws);
+    expect(shown(again)).toEqual(shown(ws));
+    ws = fold(
+      [
+        env(8, 'message.created', message('t1', 'tool', [{ type: 'tool_result', tool_call_id: 'c1', name: 'ls', content: 'x', is_error: false }], 8, { run_id: 'r1' }), r1),
+        env(9, 'message.created', step('a2', 9), r1),
+        env(10, 'message.updated', step('a2', 10, u(2500, 100, 0.03)), r1),
+      ],
+      again,
+    );
+    expect(shown(ws)).toEqual({ input: 5500, output: 400, cost: 0.06, context: 2600 });
+  });
+
+  it('a snapshot taken while the run goes on (a rename) keeps the run on top; once the run ended, the next snapshot replaces it', () => {
+    let ws = fold([env(6, 'message.updated', step('a1', 6, u(2000, 200, 0.02)), r1)], start());
+    // Another client renames the session: the server's totals do not hold the running run yet.
+    ws = fold([snapshot(7, u(1000, 100, 0.01), 1100, { title: 'Renamed' })], ws);
+    expect(ws.sessions.s.session.title).toBe('Renamed');
+    expect(shown(ws)).toEqual({ input: 3000, output: 300, cost: 0.03, context: 2200 });
+    // The run ends: its total (here with a request no step shows, a failed
+    // summary) stands for it until the server's totals come.
+    ws = fold([env(8, 'run.completed', { run_id: 'r1', outcome: 'end_turn', message_id: 'a1', usage: u(2300, 250, 0.025) }, r1)], ws);
+    expect(shown(ws)).toEqual({ input: 3300, output: 350, cost: 0.035, context: 2200 });
+    // The server's totals and context hold the run now: they are shown as they are.
+    ws = fold([snapshot(9, u(3300, 350, 0.035), 2400)], ws);
+    expect(shown(ws)).toEqual({ input: 3300, output: 350, cost: 0.035, context: 2400 });
+    // A step of the ended run coming late adds nothing.
+    ws = fold([env(10, 'message.updated', step('a1', 10, u(2000, 200, 0.02)), r1)], ws);
+    expect(shown(ws)).toEqual({ input: 3300, output: 350, cost: 0.035, context: 2400 });
+  });
+
+  it('a summary counts in the usage but not as the context, which drops to tokens_after', () => {
+    let ws = fold([env(6, 'message.updated', step('a1', 6, u(8000, 500)), r1)], start());
+    expect(shown(ws).context).toBe(8500);
+    ws = fold(
+      [
+        env(7, 'session.compaction_started', { tokens_before: 8500 }, r1),
+        env(8, 'message.created', step('sum', 8, u(8500, 300), [{ type: 'summary', text: 'S', through_message_id: 'a1' }]), r1),
+        env(9, 'session.compaction_completed', { tokens_before: 8500, tokens_after: 900, summary_message_id: 'sum' }, r1),
+      ],
+      ws,
+    );
+    expect(shown(ws)).toMatchObject({ input: 17500, output: 900, context: 900 });
+    ws = fold([env(10, 'message.created', step('a2', 10), r1), env(11, 'message.updated', step('a2', 11, u(1200, 100)), r1)], ws);
+    expect(shown(ws)).toMatchObject({ input: 18700, output: 1000, context: 1300 });
+  });
+
+  it('sums costs as the server does: unknown only when no request was priced', () => {
+    expect(addUsage(u(1, 2), u(3, 4)).cost_usd).toBeUndefined();
+    expect(addUsage(u(1, 2, 0.5), u(3, 4)).cost_usd).toBe(0.5);
+    expect(addUsage(u(1, 2), u(3, 4, 0.25))).toEqual(u(4, 6, 0.25));
   });
 });

@@ -93,6 +93,26 @@ export interface SessionState {
   compacting?: { tokensBefore?: number };
   /** messages whose stream had a hole (a reconnect): the text is complete once the message is updated. */
   gaps: Record<string, true>;
+  /** usage this page has seen that the last snapshot of the session does not hold yet. */
+  live: LiveUsage;
+}
+
+/**
+ * LiveUsage is what the steps of recent runs used, shown before the server's
+ * totals hold it: the server adds a run to its session's usage and context
+ * size only when the run completes, while each step's assistant message
+ * carries its own usage as soon as its model request is done.
+ */
+export interface LiveUsage {
+  /**
+   * by run: its steps' usage by assistant message (a message updated again
+   * replaces its own entry, never adds), and run.completed's total once it
+   * has ended. An ended run's entry goes when the next snapshot of the
+   * session comes, which then holds it.
+   */
+  runs: Record<string, { steps: Record<string, Usage>; total?: Usage }>;
+  /** the size of the conversation as the latest step left it (its input plus its output), and that step's time. */
+  context?: { tokens: number; at: string };
 }
 
 export interface WorkspaceState {
@@ -120,6 +140,7 @@ export function newSessionState(session: Session, loaded = false): SessionState 
     toolRequests: {},
     notices: [],
     gaps: {},
+    live: { runs: {} },
   };
 }
 
@@ -262,8 +283,35 @@ function upsertSession(ws: WorkspaceState, session: Session): WorkspaceState {
   if (ws.deleted[session.id]) return ws;
   const cur = ws.sessions[session.id];
   if (cur && later(cur.session.updated_at, session.updated_at)) return ws;
-  const next = cur ? { ...cur, session } : newSessionState(session);
+  const next = cur ? withSnapshot(cur, session) : newSessionState(session);
   return { ...ws, sessions: { ...ws.sessions, [session.id]: next } };
+}
+
+/**
+ * withSnapshot takes the server's view of the session. Its usage and
+ * context size hold every run that had completed when it was taken: a
+ * session.updated event comes after the run.completed events before it, and
+ * the controller refetches a session only once it has folded in the
+ * run.completed that called for it. So the runs this page saw end leave
+ * the live usage; the runs still going stay on top of the server's totals.
+ */
+function withSnapshot(cur: SessionState, session: Session): SessionState {
+  let runs = cur.live.runs;
+  for (const [id, r] of Object.entries(runs)) {
+    if (!r.total) continue;
+    if (runs === cur.live.runs) runs = { ...runs };
+    delete runs[id];
+  }
+  // While a run is going, the size its last step reported is newer than
+  // the server's, which moves only when a run ends.
+  const context = Object.keys(runs).length > 0 ? cur.live.context : undefined;
+  const live = runs === cur.live.runs && context === cur.live.context ? cur.live : { runs, context };
+  return { ...cur, session, live };
+}
+
+/** dropLiveUsage forgets the usage seen live, for a snapshot taken after events this page may have missed. */
+export function dropLiveUsage(s: SessionState): SessionState {
+  return Object.keys(s.live.runs).length === 0 && !s.live.context ? s : { ...s, live: { runs: {} } };
 }
 
 /** setSessions replaces the session list with the server's, keeping what is known of each. */
@@ -272,9 +320,77 @@ export function setSessions(ws: WorkspaceState, list: Session[]): WorkspaceState
   for (const session of list) {
     if (ws.deleted[session.id]) continue;
     const cur = ws.sessions[session.id];
-    sessions[session.id] = cur ? (later(cur.session.updated_at, session.updated_at) ? cur : { ...cur, session }) : newSessionState(session);
+    sessions[session.id] = cur ? (later(cur.session.updated_at, session.updated_at) ? cur : withSnapshot(cur, session)) : newSessionState(session);
   }
   return { ...ws, sessions };
+}
+
+/** addUsage sums two Usages as the server does: the cost is the sum of the known costs, absent only when neither is known. */
+export function addUsage(a: Usage, b: Usage): Usage {
+  const sum: Usage = {
+    input_tokens: (a.input_tokens ?? 0) + (b.input_tokens ?? 0),
+    output_tokens: (a.output_tokens ?? 0) + (b.output_tokens ?? 0),
+    cache_read_tokens: (a.cache_read_tokens ?? 0) + (b.cache_read_tokens ?? 0),
+    cache_write_tokens: (a.cache_write_tokens ?? 0) + (b.cache_write_tokens ?? 0),
+    reasoning_tokens: (a.reasoning_tokens ?? 0) + (b.reasoning_tokens ?? 0),
+  };
+  const known = (x?: number | null): x is number => typeof x === 'number';
+  if (known(a.cost_usd) || known(b.cost_usd)) sum.cost_usd = (known(a.cost_usd) ? a.cost_usd : 0) + (known(b.cost_usd) ? b.cost_usd : 0);
+  return sum;
+}
+
+const noUsage: Usage = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0 };
+
+/** sessionUsage is the session's usage as shown: the server's totals plus what runs used since they were taken. */
+export function sessionUsage(s: SessionState): Usage {
+  let u = s.session.usage ?? noUsage;
+  for (const r of Object.values(s.live.runs)) {
+    if (r.total) u = addUsage(u, r.total);
+    else for (const step of Object.values(r.steps)) u = addUsage(u, step);
+  }
+  return u;
+}
+
+/** contextTokens is the size of the session's next model request as shown: the latest step's, else the server's. */
+export function contextTokens(s: SessionState): number | undefined {
+  return s.live.context?.tokens ?? s.session.context?.tokens;
+}
+
+/**
+ * stepUsage notes the usage of an assistant message whose model request
+ * is done, unless the run it belongs to has ended and a snapshot has taken
+ * it in already.
+ */
+function stepUsage(s: SessionState, m: Message): SessionState {
+  if (m.role !== 'assistant' || !m.usage || !m.run_id) return s;
+  const cur = s.live.runs[m.run_id];
+  if (!cur && s.runs[m.run_id]?.state === 'done') return s;
+  if (cur?.total) return s; // run.completed's total holds every step
+  const have = cur?.steps[m.id];
+  let live = s.live;
+  if (!have || !sameUsage(have, m.usage)) {
+    live = { ...live, runs: { ...live.runs, [m.run_id]: { steps: { ...cur?.steps, [m.id]: m.usage } } } };
+  }
+  // A summary's request read the conversation it replaces: not the size of
+  // the next request. A step reports what it read plus what it wrote; what
+  // the tools answer since is counted when the run ends (the server estimates it).
+  const summary = m.parts.some((p) => p.type === 'summary');
+  if (!summary && (!live.context || !later(live.context.at, m.created_at))) {
+    const tokens = m.usage.input_tokens + m.usage.output_tokens;
+    if (tokens > 0 && (live.context?.tokens !== tokens || live.context.at !== m.created_at)) live = { ...live, context: { tokens, at: m.created_at } };
+  }
+  return live === s.live ? s : { ...s, live };
+}
+
+function sameUsage(a: Usage, b: Usage) {
+  return (
+    a.input_tokens === b.input_tokens &&
+    a.output_tokens === b.output_tokens &&
+    a.cache_read_tokens === b.cache_read_tokens &&
+    a.cache_write_tokens === b.cache_write_tokens &&
+    a.reasoning_tokens === b.reasoning_tokens &&
+    a.cost_usd === b.cost_usd
+  );
 }
 
 export function updateSession(ws: WorkspaceState, sid: string, f: (s: SessionState) => SessionState): WorkspaceState {
@@ -389,9 +505,11 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
       const c = d as CompactionCompleted;
       // The next request carries the summary instead: the context fill
       // drops now, not when the run ends and the session is refetched.
-      const session = typeof c.tokens_after === 'number' ? { ...s.session, context: { ...s.session.context, tokens: c.tokens_after } } : s.session;
+      const after = typeof c.tokens_after === 'number';
+      const session = after ? { ...s.session, context: { ...s.session.context, tokens: c.tokens_after } } : s.session;
+      const live = after ? { ...s.live, context: { tokens: c.tokens_after, at: ev.time } } : s.live;
       return notice(
-        { ...s, session, compacting: undefined },
+        { ...s, session, live, compacting: undefined },
         ev,
         'info',
         `Compacted the conversation: ${fmtTokens(c.tokens_before)} → ${fmtTokens(c.tokens_after)} tokens`,
@@ -432,6 +550,14 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
         usage: c.usage ?? r?.usage,
         messageId: c.message_id || r?.messageId,
       }));
+      // The run's usage is now in the server's totals, which reach this page
+      // with the next snapshot: until then its total (a failed summary
+      // request included) stands in for its steps.
+      const live = next.live.runs[id];
+      if (live && !live.total) {
+        const total = c.usage ?? Object.values(live.steps).reduce(addUsage, noUsage);
+        next = { ...next, live: { ...next.live, runs: { ...next.live.runs, [id]: { ...live, total } } } };
+      }
       // Whatever the outcome, a compaction of this run is over.
       if (next.compacting) next = { ...next, compacting: undefined };
       if (c.outcome === 'error' && c.error?.code === 'compaction_failed') {
@@ -445,7 +571,7 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
     }
     case 'message.created':
     case 'message.updated':
-      return upsertMessage(s, d as Message);
+      return stepUsage(upsertMessage(s, d as Message), d as Message);
     case 'message.delta':
       return applyDelta(s, d);
     case 'tool.started': {
