@@ -192,8 +192,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:     cfg.Logger,
 	})
 	s.workspaces = workspace.NewManager(workspace.Config{
-		Store:       db,
-		Hub:         s.hub,
+		Store: db,
+		Hub:   s.hub,
+		// The seam between the event logs and this node's streams; in a
+		// cluster the owner of a workspace publishes to the NATS bus too
+		// (workspace.Own), and its followers feed this one from there.
+		Bus:         bus.NewLocal(),
 		Follower:    follower,
 		CreateGrace: cfg.CreateGrace,
 		DetachGrace: cfg.DetachGrace,

@@ -50,7 +50,9 @@ func (w *Workspace) follow() {
 // streams here end too, once they have the closing event, as the owner's
 // own do.
 func (w *Workspace) followed(e bus.Event) {
-	w.topic.Publish(e)
+	w.log.mu.Lock()
+	w.log.local.Publish(e)
+	w.log.mu.Unlock()
 	if e.Type == proto.EventWorkspaceClosing {
 		w.topic.Disconnect()
 	}
@@ -72,15 +74,16 @@ func (w *Workspace) Owned() bool { return w.emitting() }
 
 // Own makes this node the workspace's owner: its events are numbered from
 // head + 1 on (head covers every seq any earlier owner may have used) and
-// published to pub after commit, which Own takes over. The bus feed of
-// its streams stops first, so the local ones get each event once.
+// published after commit to this node's streams and to pub, the other
+// nodes', which Own takes over. The bus feed of its streams stops first,
+// so the local ones get each event once.
 func (w *Workspace) Own(pub bus.Publisher, head int64) {
 	w.unfollow()
 	l := &w.log
 	l.mu.Lock()
 	l.seq, l.reserved, l.published = head, head, head
 	clear(l.waiting)
-	l.pub = pub
+	l.remote = pub
 	l.mu.Unlock()
 	w.owned.Store(true)
 }
@@ -97,8 +100,8 @@ func (w *Workspace) Disown(reason string) {
 	w.close(reason, false)
 	l := &w.log
 	l.mu.Lock()
-	pub := l.pub
-	l.pub = nil
+	pub := l.remote
+	l.remote = nil
 	l.mu.Unlock()
 	if pub != nil {
 		pub.Close()

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +55,14 @@ type Workspace struct {
 	remoteSeen map[string]time.Time
 }
 
-func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
+// newWorkspace makes the run-time workspace of rec, whose events are
+// numbered from head + 1 on. Its topic (this node's streams) subscribes to
+// the node's in-process bus, where the workspace's events are published.
+func newWorkspace(m *Manager, rec store.Workspace, head int64) (*Workspace, error) {
+	local, err := m.bus.Publisher(rec.ID, head)
+	if err != nil {
+		return nil, fmt.Errorf("load workspace %s: %w", rec.ID, err)
+	}
 	w := &Workspace{
 		ID:        rec.ID,
 		Path:      rec.Path,
@@ -64,14 +72,17 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
 		gone:      make(map[string]*time.Timer),
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
-	w.log = newEventLog(w, head)
+	// Subscribed for the workspace's life: a loaded workspace stays loaded.
+	// Local never refuses a subscriber.
+	_, _ = m.bus.Subscribe(rec.ID, w.topic.Publish, nil)
+	w.log = newEventLog(w, head, local)
 	if w.clustered() {
 		w.follow()
 	}
 	// A closed workspace still has a context, canceled, so callers never see nil.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.cancel()
-	return w
+	return w, nil
 }
 
 // Info returns the workspace as the API shows it.
