@@ -84,7 +84,15 @@ type Node struct {
 	// reported is set for the workspaces whose last claims report (see
 	// reportClaims) was not empty.
 	reported map[string]bool
-	closed   bool
+	// changed holds the workspaces whose streams here changed since the
+	// claims goroutine last reported them; kick wakes it.
+	changed map[string]*workspace.Workspace
+	kick    chan struct{}
+	closed  bool
+	// reporting makes one claims report at a time, so two reports of one
+	// workspace (the tick's refresh and a change's) reach the owner in the
+	// order their counts were read.
+	reporting sync.Mutex
 
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -114,6 +122,7 @@ func New(cfg Config) *Node {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
 		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
+		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: stop}
 }
 
@@ -137,8 +146,9 @@ func (n *Node) Start(local http.Handler) error {
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.loop()
+	go n.claimsLoop()
 	return nil
 }
 
@@ -354,33 +364,80 @@ func (n *Node) loop() {
 // reportClaims tells the owners of the workspaces this node streams which
 // clients have streams here: a stream on any node is a claim (it keeps
 // the workspace open, announces its client, keeps its client's tools).
-// A report that went empty is sent once more, so the owner releases at
-// once rather than when the node's reports expire. And the owner
-// releases the claims of nodes that stopped reporting.
+// Every tick refreshes them all (the owner expires the claims of nodes
+// that stopped reporting); a change is reported at once besides (see
+// StreamsChanged). And the owner releases the claims of nodes that
+// stopped reporting.
 func (n *Node) reportClaims() {
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
 			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
 			continue
 		}
-		counts := ws.StreamCounts()
+		n.reportClaimsOf(ws)
+	}
+}
+
+// reportClaimsOf sends the owner of ws this node's streams of it. A
+// report that went empty is sent once more, so the owner releases at
+// once rather than when the node's reports expire.
+func (n *Node) reportClaimsOf(ws *workspace.Workspace) {
+	n.reporting.Lock()
+	defer n.reporting.Unlock()
+	if ws.Owned() {
+		return
+	}
+	counts := ws.StreamCounts()
+	n.mu.Lock()
+	was := n.reported[ws.ID]
+	n.reported[ws.ID] = len(counts) > 0
+	if len(counts) == 0 {
+		delete(n.reported, ws.ID)
+	}
+	n.mu.Unlock()
+	if len(counts) == 0 && !was {
+		return
+	}
+	owner, err := n.route(n.ctx, ws.ID)
+	if err != nil || owner == n.cfg.NodeID {
+		return
+	}
+	data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
+	if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
+		n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+	}
+}
+
+// StreamsChanged reports this node's streams of ws to its owner without
+// waiting for the next tick: a new stream is a claim at once, so a
+// workspace about to close for want of claims stays open and the client
+// is announced. It never waits: the claims goroutine sends the report,
+// one per workspace however many streams changed meanwhile.
+func (n *Node) StreamsChanged(ws *workspace.Workspace) {
+	n.mu.Lock()
+	n.changed[ws.ID] = ws
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// claimsLoop sends the reports StreamsChanged asked for.
+func (n *Node) claimsLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.kick:
+		}
 		n.mu.Lock()
-		was := n.reported[ws.ID]
-		n.reported[ws.ID] = len(counts) > 0
-		if len(counts) == 0 {
-			delete(n.reported, ws.ID)
-		}
+		changed := n.changed
+		n.changed = map[string]*workspace.Workspace{}
 		n.mu.Unlock()
-		if len(counts) == 0 && !was {
-			continue
-		}
-		owner, err := n.route(n.ctx, ws.ID)
-		if err != nil || owner == n.cfg.NodeID {
-			continue
-		}
-		data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
-		if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
-			n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+		for _, ws := range changed {
+			n.reportClaimsOf(ws)
 		}
 	}
 }

@@ -140,6 +140,17 @@ func (w *Workspace) closeFollower() {
 	}
 }
 
+// streamsChanged tells the cluster that this node's streams of a
+// workspace it does not own changed (the owner's own count directly).
+func (w *Workspace) streamsChanged() {
+	if !w.clustered() || w.owned.Load() {
+		return
+	}
+	if h := w.m.currentHooks().StreamsChanged; h != nil {
+		h(w)
+	}
+}
+
 // StreamCounts returns this node's open streams of the workspace, per
 // client: what a follower reports to the owner as its claims.
 func (w *Workspace) StreamCounts() map[string]int {

@@ -32,6 +32,11 @@ type Hooks struct {
 	ClientGone func(ws *Workspace, clientID string)
 	// Closed is called after a workspace closed (its context is already canceled).
 	Closed func(ws *Workspace)
+	// StreamsChanged, in a cluster, is called when a stream of a workspace
+	// this node does not own opens or ends here: the owner counts this
+	// node's streams as claims (see StreamCounts), and a new one must
+	// reach it at once.
+	StreamsChanged func(ws *Workspace)
 }
 
 // Config configures a Manager.

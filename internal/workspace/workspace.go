@@ -339,7 +339,8 @@ func (w *Workspace) Stream(ctx context.Context, sink hub.Sink, opts *StreamOptio
 	if err != nil {
 		return err
 	}
-	defer w.release(so.ClientID)
+	defer w.streamRelease(so.ClientID)
+	w.streamsChanged()
 	if opts.Resume {
 		w.waitHead(ctx, opts.LastEventID)
 	}
@@ -376,6 +377,14 @@ func (w *Workspace) release(clientID string) {
 	if w.detach(clientID) {
 		w.announcePresence(proto.EventClientDetached, clientID)
 	}
+}
+
+// streamRelease ends a stream's claim, and tells the cluster.
+//
+//go:noinline
+func (w *Workspace) streamRelease(clientID string) {
+	w.release(clientID)
+	w.streamsChanged()
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {
