@@ -99,6 +99,7 @@ type Node struct {
 	wg    sync.WaitGroup
 	sub   *nats.Subscription
 	csub  *nats.Subscription
+	vsub  *nats.Subscription
 	local http.Handler
 	// serving counts forwarded requests being answered, bounded by
 	// maxServing so a flood cannot start unbounded goroutines.
@@ -142,6 +143,9 @@ func (n *Node) Start(local http.Handler) error {
 	n.sub = sub
 	if n.csub, err = n.cfg.NATS.Subscribe(claimsSubject(n.cfg.NodeID), n.claimed); err != nil {
 		return fmt.Errorf("cluster: listen for claims: %w", err)
+	}
+	if n.vsub, err = n.cfg.NATS.Subscribe(viewsSubject(n.cfg.NodeID), n.viewed); err != nil {
+		return fmt.Errorf("cluster: listen for views requests: %w", err)
 	}
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
@@ -565,6 +569,9 @@ func (n *Node) Close() {
 	}
 	if n.csub != nil {
 		_ = n.csub.Unsubscribe()
+	}
+	if n.vsub != nil {
+		_ = n.vsub.Unsubscribe()
 	}
 	n.wg.Wait()
 	n.mu.Lock()

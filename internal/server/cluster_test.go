@@ -220,3 +220,33 @@ func TestClusterStreamClaimsAtOnce(t *testing.T) {
 	other.close()
 	require.Equal(t, 1, own.waitPresence(t, proto.EventClientDetached, other.client))
 }
+
+// GET /v1/workspaces and GET /v1/workspaces/{id} show, on every node,
+// the workspace as its owner knows it: open, with the clients streaming
+// it on any node.
+func TestClusterListShowsTheOwnersView(t *testing.T) {
+	nodes := startNodes(t, 2)
+	var ws proto.Workspace
+	require.Equal(t, http.StatusCreated, nodes[0].call(t, "POST", "/v1/workspaces", `{"path": "`+t.TempDir()+`"}`, &ws))
+	own := nodes[0].stream(t, ws.ID)
+	own.waitPresence(t, proto.EventClientAttached, own.client)
+	check := func(clients int) {
+		t.Helper()
+		for i, n := range nodes {
+			var list proto.WorkspaceList
+			require.Equal(t, http.StatusOK, n.call(t, "GET", "/v1/workspaces", "", &list))
+			require.Len(t, list.Workspaces, 1)
+			got := list.Workspaces[0]
+			assert.True(t, got.Open, "node %d lists the workspace open", i+1)
+			assert.Equal(t, clients, got.Clients, "clients node %d lists", i+1)
+			var one proto.Workspace
+			require.Equal(t, http.StatusOK, n.call(t, "GET", "/v1/workspaces/"+ws.ID, "", &one))
+			assert.True(t, one.Open, "node %d shows the workspace open", i+1)
+			assert.Equal(t, clients, one.Clients, "clients node %d shows", i+1)
+		}
+	}
+	check(1)
+	other := nodes[1].stream(t, ws.ID)
+	own.waitPresence(t, proto.EventClientAttached, other.client)
+	check(2)
+}
