@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,9 +91,11 @@ type Node struct {
 	kick    chan struct{}
 	closed  bool
 	// reporting makes one claims report at a time, so two reports of one
-	// workspace (the tick's refresh and a change's) reach the owner in the
-	// order their counts were read.
+	// workspace (the tick's refresh and a change's) are stamped in the
+	// order their counts were read. stamp starts at the node's start
+	// time, so a restarted node's reports are not taken for stale ones.
 	reporting sync.Mutex
+	stamp     atomic.Uint64
 
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -121,10 +124,12 @@ func New(cfg Config) *Node {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
 		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
 		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: stop}
+	n.stamp.Store(uint64(time.Now().UnixNano()))
+	return n
 }
 
 // ID is the node's id.
@@ -386,30 +391,44 @@ func (n *Node) reportClaims() {
 // report that went empty is sent once more, so the owner releases at
 // once rather than when the node's reports expire.
 func (n *Node) reportClaimsOf(ws *workspace.Workspace) {
-	n.reporting.Lock()
-	defer n.reporting.Unlock()
-	if ws.Owned() {
+	if ws.Owned() || !n.claimsToReport(ws) {
 		return
 	}
+	// Found (or taken: a claim needs an owner) before the counts are read
+	// for good, so that a takeover, slow, delays no other report.
+	owner, err := n.route(n.ctx, ws.ID)
+	if err != nil || owner == n.cfg.NodeID {
+		return
+	}
+	n.reporting.Lock()
+	defer n.reporting.Unlock()
 	counts := ws.StreamCounts()
 	n.mu.Lock()
 	was := n.reported[ws.ID]
-	n.reported[ws.ID] = len(counts) > 0
-	if len(counts) == 0 {
+	if len(counts) > 0 {
+		n.reported[ws.ID] = true
+	} else {
 		delete(n.reported, ws.ID)
 	}
 	n.mu.Unlock()
 	if len(counts) == 0 && !was {
 		return
 	}
-	owner, err := n.route(n.ctx, ws.ID)
-	if err != nil || owner == n.cfg.NodeID {
-		return
-	}
-	data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
+	data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Stamp: n.stamp.Add(1), Clients: counts})
 	if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
 		n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
 	}
+}
+
+// claimsToReport reports whether ws has streams here, or had at the last
+// report.
+func (n *Node) claimsToReport(ws *workspace.Workspace) bool {
+	if len(ws.StreamCounts()) > 0 {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reported[ws.ID]
 }
 
 // StreamsChanged reports this node's streams of ws to its owner without
@@ -451,9 +470,12 @@ const claimsMaxAge = 4
 
 // claims is a node's report of its streams of a workspace.
 type claims struct {
-	WorkspaceID string         `json:"workspace_id"`
-	Node        string         `json:"node"`
-	Clients     map[string]int `json:"clients,omitempty"`
+	WorkspaceID string `json:"workspace_id"`
+	Node        string `json:"node"`
+	// Stamp grows with each report of the node: the owner applies them
+	// concurrently, and ignores one that a later report overtook.
+	Stamp   uint64         `json:"stamp"`
+	Clients map[string]int `json:"clients,omitempty"`
 }
 
 func claimsSubject(nodeID string) string {
@@ -475,7 +497,7 @@ func (n *Node) claimed(m *nats.Msg) {
 		return
 	}
 	// Off the connection's goroutine: announcing a client writes an event.
-	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Clients) })
+	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Stamp, c.Clients) })
 }
 
 // spawn runs f on a goroutine Close waits for, unless the node is closed.

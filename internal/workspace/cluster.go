@@ -170,10 +170,33 @@ func (w *Workspace) StreamCounts() map[string]int {
 // (clients: open streams per client) as claims, like its own: they keep
 // the workspace open, announce client.attached and client.detached, and a
 // client gone from every node loses its tools after the detach grace. A
-// report replaces the node's previous one; nil releases them all.
-func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
+// report replaces the node's previous one; nil releases them all. stamp
+// orders a node's reports: one that arrives after a later one (stamped
+// higher) is stale, and ignored.
+func (w *Workspace) SetRemoteClaims(node string, stamp uint64, clients map[string]int) {
 	w.remoteMu.Lock()
 	defer w.remoteMu.Unlock()
+	if w.remoteStamp == nil {
+		w.remoteStamp = map[string]uint64{}
+	}
+	if last, ok := w.remoteStamp[node]; ok && stamp <= last {
+		return
+	}
+	w.remoteStamp[node] = stamp
+	w.setRemoteClaimsLocked(node, clients)
+}
+
+// releaseRemoteClaims releases every claim of node, and forgets its
+// reports: whatever it reports next counts.
+func (w *Workspace) releaseRemoteClaims(node string) {
+	w.remoteMu.Lock()
+	defer w.remoteMu.Unlock()
+	delete(w.remoteStamp, node)
+	w.setRemoteClaimsLocked(node, nil)
+}
+
+// setRemoteClaimsLocked applies a report of node. Call with remoteMu held.
+func (w *Workspace) setRemoteClaimsLocked(node string, clients map[string]int) {
 	if w.remote == nil {
 		w.remote = map[string]map[string]int{}
 		w.remoteSeen = map[string]time.Time{}
@@ -217,15 +240,12 @@ func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
 // for maxAge: they died or lost touch, and their streams with them.
 func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
 	w.remoteMu.Lock()
-	var stale []string
+	defer w.remoteMu.Unlock()
 	for node, seen := range w.remoteSeen {
 		if time.Since(seen) > maxAge {
-			stale = append(stale, node)
+			delete(w.remoteStamp, node)
+			w.setRemoteClaimsLocked(node, nil)
 		}
-	}
-	w.remoteMu.Unlock()
-	for _, node := range stale {
-		w.SetRemoteClaims(node, nil)
 	}
 }
 
@@ -233,12 +253,12 @@ func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
 // longer owns the workspace: they report to the new owner).
 func (w *Workspace) dropRemoteClaims() {
 	w.remoteMu.Lock()
-	nodes := make([]string, 0, len(w.remote))
-	for node := range w.remote {
+	nodes := make([]string, 0, len(w.remoteStamp))
+	for node := range w.remoteStamp {
 		nodes = append(nodes, node)
 	}
 	w.remoteMu.Unlock()
 	for _, node := range nodes {
-		w.SetRemoteClaims(node, nil)
+		w.releaseRemoteClaims(node)
 	}
 }
