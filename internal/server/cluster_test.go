@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -249,4 +250,58 @@ func TestClusterListShowsTheOwnersView(t *testing.T) {
 	other := nodes[1].stream(t, ws.ID)
 	own.waitPresence(t, proto.EventClientAttached, other.client)
 	check(2)
+}
+
+// Streams opening and closing at once on a node that does not own the
+// workspace: the owner's count follows them without waiting for the
+// node's claims refresh, however its reports are batched or reordered.
+func TestClusterClaimsFollowStreamChurn(t *testing.T) {
+	nodes := startNodes(t, 2)
+	var ws proto.Workspace
+	require.Equal(t, http.StatusCreated, nodes[0].call(t, "POST", "/v1/workspaces", `{"path": "`+t.TempDir()+`"}`, &ws))
+	own := nodes[0].stream(t, ws.ID)
+	own.waitPresence(t, proto.EventClientAttached, own.client)
+
+	const n = 20
+	streams := make([]*testStream, n)
+	for i := range streams {
+		streams[i] = nodes[1].stream(t, ws.ID)
+	}
+	var wg sync.WaitGroup
+	want := map[string]bool{own.client: true}
+	for i, s := range streams {
+		if i%2 == 0 {
+			wg.Go(s.close)
+		} else {
+			want[s.client] = true
+		}
+	}
+	wg.Wait()
+
+	// The owner's stream announces each client's arrival and departure;
+	// the clients it counts in the end are the ones still streaming.
+	present := map[string]bool{own.client: true}
+	deadline := time.After(10 * time.Second)
+	for !maps.Equal(present, want) {
+		select {
+		case ev, ok := <-own.events:
+			require.True(t, ok, "the stream ended")
+			var p proto.ClientPresence
+			switch ev.Type {
+			case proto.EventClientAttached:
+				require.NoError(t, json.Unmarshal(ev.Data, &p))
+				present[p.ClientID] = true
+			case proto.EventClientDetached:
+				require.NoError(t, json.Unmarshal(ev.Data, &p))
+				delete(present, p.ClientID)
+			}
+		case <-deadline:
+			t.Fatalf("the owner counts %d clients, want %d", len(present), len(want))
+		}
+	}
+	for i, node := range nodes {
+		var got proto.Workspace
+		require.Equal(t, http.StatusOK, node.call(t, "GET", "/v1/workspaces/"+ws.ID, "", &got))
+		assert.Equal(t, len(want), got.Clients, "clients node %d shows", i+1)
+	}
 }
