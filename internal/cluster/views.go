@@ -136,7 +136,7 @@ func (n *Node) askViews(ctx context.Context, owner string, ids []string) (map[st
 func (n *Node) viewed(m *nats.Msg) {
 	var req views
 	if err := json.Unmarshal(m.Data, &req); err != nil || len(req.IDs) > viewsBatch {
-		return
+		req.IDs = nil // answered at once, with nothing: the asker keeps its own view
 	}
 	out := make(map[string]view, len(req.IDs))
 	for _, id := range req.IDs {
