@@ -228,6 +228,31 @@ func TestLocalFanOutInOrder(t *testing.T) {
 	l.mu.Unlock()
 }
 
+// Local keeps its promise to the event log that publishes through it on
+// every single node: a publish hands subscribers the event as it is (the
+// same Data, no copy) and allocates nothing, whatever the subscribers.
+func TestLocalPublishAllocatesNothing(t *testing.T) {
+	l := NewLocal()
+	e := event(1, true)
+	var seen []byte
+	var calls int
+	for range 8 {
+		cancel, err := l.Subscribe("w", func(got Event) { seen, calls = got.Data, calls+1 }, nil)
+		require.NoError(t, err)
+		defer cancel()
+	}
+	p, err := l.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	allocs := testing.AllocsPerRun(1000, func() {
+		e.Seq++
+		p.Publish(e)
+	})
+	require.Zero(t, allocs, "allocations per Publish")
+	require.Equal(t, 8*1001, calls, "every subscriber got every event")
+	require.Same(t, &e.Data[0], &seen[0], "subscribers share the publisher's data")
+}
+
 // A feed replays the kept events after its seq from the log, then goes
 // live: ephemeral events only live.
 func TestFollowReplaysThenLive(t *testing.T) {

@@ -73,6 +73,10 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 			n.open(w, r, next)
 			return
 		}
+		if (r.URL.Path == "/v1/workspaces" || r.URL.Path == "/v1/workspaces/") && r.Method == http.MethodGet && n.authorized(r) {
+			n.list(w, r, next) // the owners' view (views.go)
+			return
+		}
 		id, ok := workspaceOf(r)
 		if !ok || r.Header.Get(forwardedHeader) != "" || !n.authorized(r) {
 			next.ServeHTTP(w, r)

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -84,13 +85,24 @@ type Node struct {
 	// reported is set for the workspaces whose last claims report (see
 	// reportClaims) was not empty.
 	reported map[string]bool
-	closed   bool
+	// changed holds the workspaces whose streams here changed since the
+	// claims goroutine last reported them; kick wakes it.
+	changed map[string]*workspace.Workspace
+	kick    chan struct{}
+	closed  bool
+	// reporting makes one claims report at a time, so two reports of one
+	// workspace (the tick's refresh and a change's) are stamped in the
+	// order their counts were read. stamp starts at the node's start
+	// time, so a restarted node's reports are not taken for stale ones.
+	reporting sync.Mutex
+	stamp     atomic.Uint64
 
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	sub   *nats.Subscription
 	csub  *nats.Subscription
+	vsub  *nats.Subscription
 	local http.Handler
 	// serving counts forwarded requests being answered, bounded by
 	// maxServing so a flood cannot start unbounded goroutines.
@@ -112,9 +124,12 @@ func New(cfg Config) *Node {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
 		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
+		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: stop}
+	n.stamp.Store(uint64(time.Now().UnixNano()))
+	return n
 }
 
 // ID is the node's id.
@@ -134,11 +149,15 @@ func (n *Node) Start(local http.Handler) error {
 	if n.csub, err = n.cfg.NATS.Subscribe(claimsSubject(n.cfg.NodeID), n.claimed); err != nil {
 		return fmt.Errorf("cluster: listen for claims: %w", err)
 	}
+	if n.vsub, err = n.cfg.NATS.Subscribe(viewsSubject(n.cfg.NodeID), n.viewed); err != nil {
+		return fmt.Errorf("cluster: listen for views requests: %w", err)
+	}
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.loop()
+	go n.claimsLoop()
 	return nil
 }
 
@@ -354,33 +373,94 @@ func (n *Node) loop() {
 // reportClaims tells the owners of the workspaces this node streams which
 // clients have streams here: a stream on any node is a claim (it keeps
 // the workspace open, announces its client, keeps its client's tools).
-// A report that went empty is sent once more, so the owner releases at
-// once rather than when the node's reports expire. And the owner
-// releases the claims of nodes that stopped reporting.
+// Every tick refreshes them all (the owner expires the claims of nodes
+// that stopped reporting); a change is reported at once besides (see
+// StreamsChanged). And the owner releases the claims of nodes that
+// stopped reporting.
 func (n *Node) reportClaims() {
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
 			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
 			continue
 		}
-		counts := ws.StreamCounts()
+		n.reportClaimsOf(ws)
+	}
+}
+
+// reportClaimsOf sends the owner of ws this node's streams of it. A
+// report that went empty is sent once more, so the owner releases at
+// once rather than when the node's reports expire.
+func (n *Node) reportClaimsOf(ws *workspace.Workspace) {
+	if ws.Owned() || !n.claimsToReport(ws) {
+		return
+	}
+	// Found (or taken: a claim needs an owner) before the counts are read
+	// for good, so that a takeover, slow, delays no other report.
+	owner, err := n.route(n.ctx, ws.ID)
+	if err != nil || owner == n.cfg.NodeID {
+		return
+	}
+	n.reporting.Lock()
+	defer n.reporting.Unlock()
+	counts := ws.StreamCounts()
+	n.mu.Lock()
+	was := n.reported[ws.ID]
+	if len(counts) > 0 {
+		n.reported[ws.ID] = true
+	} else {
+		delete(n.reported, ws.ID)
+	}
+	n.mu.Unlock()
+	if len(counts) == 0 && !was {
+		return
+	}
+	data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Stamp: n.stamp.Add(1), Clients: counts})
+	if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
+		n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+	}
+}
+
+// claimsToReport reports whether ws has streams here, or had at the last
+// report.
+func (n *Node) claimsToReport(ws *workspace.Workspace) bool {
+	if len(ws.StreamCounts()) > 0 {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reported[ws.ID]
+}
+
+// StreamsChanged reports this node's streams of ws to its owner without
+// waiting for the next tick: a new stream is a claim at once, so a
+// workspace about to close for want of claims stays open and the client
+// is announced. It never waits: the claims goroutine sends the report,
+// one per workspace however many streams changed meanwhile.
+func (n *Node) StreamsChanged(ws *workspace.Workspace) {
+	n.mu.Lock()
+	n.changed[ws.ID] = ws
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// claimsLoop sends the reports StreamsChanged asked for.
+func (n *Node) claimsLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.kick:
+		}
 		n.mu.Lock()
-		was := n.reported[ws.ID]
-		n.reported[ws.ID] = len(counts) > 0
-		if len(counts) == 0 {
-			delete(n.reported, ws.ID)
-		}
+		changed := n.changed
+		n.changed = map[string]*workspace.Workspace{}
 		n.mu.Unlock()
-		if len(counts) == 0 && !was {
-			continue
-		}
-		owner, err := n.route(n.ctx, ws.ID)
-		if err != nil || owner == n.cfg.NodeID {
-			continue
-		}
-		data, _ := json.Marshal(claims{WorkspaceID: ws.ID, Node: n.cfg.NodeID, Clients: counts})
-		if err := n.cfg.NATS.Publish(claimsSubject(owner), data); err != nil {
-			n.log.Warn("report claims", "workspace_id", ws.ID, "err", err)
+		for _, ws := range changed {
+			n.reportClaimsOf(ws)
 		}
 	}
 }
@@ -390,9 +470,12 @@ const claimsMaxAge = 4
 
 // claims is a node's report of its streams of a workspace.
 type claims struct {
-	WorkspaceID string         `json:"workspace_id"`
-	Node        string         `json:"node"`
-	Clients     map[string]int `json:"clients,omitempty"`
+	WorkspaceID string `json:"workspace_id"`
+	Node        string `json:"node"`
+	// Stamp grows with each report of the node: the owner applies them
+	// concurrently, and ignores one that a later report overtook.
+	Stamp   uint64         `json:"stamp"`
+	Clients map[string]int `json:"clients,omitempty"`
 }
 
 func claimsSubject(nodeID string) string {
@@ -414,7 +497,7 @@ func (n *Node) claimed(m *nats.Msg) {
 		return
 	}
 	// Off the connection's goroutine: announcing a client writes an event.
-	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Clients) })
+	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Stamp, c.Clients) })
 }
 
 // spawn runs f on a goroutine Close waits for, unless the node is closed.
@@ -508,6 +591,9 @@ func (n *Node) Close() {
 	}
 	if n.csub != nil {
 		_ = n.csub.Unsubscribe()
+	}
+	if n.vsub != nil {
+		_ = n.vsub.Unsubscribe()
 	}
 	n.wg.Wait()
 	n.mu.Lock()

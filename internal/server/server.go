@@ -93,6 +93,10 @@ type Config struct {
 	// LeaseTTL is how long a node's hold on a workspace lasts unrenewed;
 	// 0 means cluster.DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// ClusterTick is how often a node renews its leases, looks for
+	// workspaces to take over and refreshes its claims; it must be well
+	// under LeaseTTL. 0 means cluster.DefaultTick.
+	ClusterTick time.Duration
 }
 
 // Server is a running Tandem.
@@ -192,8 +196,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:     cfg.Logger,
 	})
 	s.workspaces = workspace.NewManager(workspace.Config{
-		Store:       db,
-		Hub:         s.hub,
+		Store: db,
+		Hub:   s.hub,
+		// The seam between the event logs and this node's streams; in a
+		// cluster the owner of a workspace publishes to the NATS bus too
+		// (workspace.Own), and its followers feed this one from there.
+		Bus:         bus.NewLocal(),
 		Follower:    follower,
 		CreateGrace: cfg.CreateGrace,
 		DetachGrace: cfg.DetachGrace,
@@ -203,6 +211,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Hooks: workspace.Hooks{
 			Closed:     func(ws *workspace.Workspace) { s.runs.WorkspaceClosed(ws) },
 			ClientGone: func(ws *workspace.Workspace, clientID string) { s.tools.DropClient(ws.ID, clientID) },
+			// Called in a cluster only, once the node exists (below).
+			StreamsChanged: func(ws *workspace.Workspace) { s.node.StreamsChanged(ws) },
 		},
 		Logger: cfg.Logger,
 	})
@@ -276,6 +286,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Recover:    s.runs,
 			Token:      cfg.Token,
 			LeaseTTL:   cfg.LeaseTTL,
+			Tick:       cfg.ClusterTick,
 			Logger:     cfg.Logger,
 		})
 		if err := s.node.Start(handler); err != nil {

@@ -50,7 +50,9 @@ func (w *Workspace) follow() {
 // streams here end too, once they have the closing event, as the owner's
 // own do.
 func (w *Workspace) followed(e bus.Event) {
-	w.topic.Publish(e)
+	w.log.mu.Lock()
+	w.log.local.Publish(e)
+	w.log.mu.Unlock()
 	if e.Type == proto.EventWorkspaceClosing {
 		w.topic.Disconnect()
 	}
@@ -72,15 +74,16 @@ func (w *Workspace) Owned() bool { return w.emitting() }
 
 // Own makes this node the workspace's owner: its events are numbered from
 // head + 1 on (head covers every seq any earlier owner may have used) and
-// published to pub after commit, which Own takes over. The bus feed of
-// its streams stops first, so the local ones get each event once.
+// published after commit to this node's streams and to pub, the other
+// nodes', which Own takes over. The bus feed of its streams stops first,
+// so the local ones get each event once.
 func (w *Workspace) Own(pub bus.Publisher, head int64) {
 	w.unfollow()
 	l := &w.log
 	l.mu.Lock()
 	l.seq, l.reserved, l.published = head, head, head
 	clear(l.waiting)
-	l.pub = pub
+	l.remote = pub
 	l.mu.Unlock()
 	w.owned.Store(true)
 }
@@ -97,8 +100,8 @@ func (w *Workspace) Disown(reason string) {
 	w.close(reason, false)
 	l := &w.log
 	l.mu.Lock()
-	pub := l.pub
-	l.pub = nil
+	pub := l.remote
+	l.remote = nil
 	l.mu.Unlock()
 	if pub != nil {
 		pub.Close()
@@ -137,6 +140,17 @@ func (w *Workspace) closeFollower() {
 	}
 }
 
+// streamsChanged tells the cluster that this node's streams of a
+// workspace it does not own changed (the owner's own count directly).
+func (w *Workspace) streamsChanged() {
+	if !w.clustered() || w.owned.Load() {
+		return
+	}
+	if h := w.m.currentHooks().StreamsChanged; h != nil {
+		h(w)
+	}
+}
+
 // StreamCounts returns this node's open streams of the workspace, per
 // client: what a follower reports to the owner as its claims.
 func (w *Workspace) StreamCounts() map[string]int {
@@ -156,10 +170,33 @@ func (w *Workspace) StreamCounts() map[string]int {
 // (clients: open streams per client) as claims, like its own: they keep
 // the workspace open, announce client.attached and client.detached, and a
 // client gone from every node loses its tools after the detach grace. A
-// report replaces the node's previous one; nil releases them all.
-func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
+// report replaces the node's previous one; nil releases them all. stamp
+// orders a node's reports: one that arrives after a later one (stamped
+// higher) is stale, and ignored.
+func (w *Workspace) SetRemoteClaims(node string, stamp uint64, clients map[string]int) {
 	w.remoteMu.Lock()
 	defer w.remoteMu.Unlock()
+	if w.remoteStamp == nil {
+		w.remoteStamp = map[string]uint64{}
+	}
+	if last, ok := w.remoteStamp[node]; ok && stamp <= last {
+		return
+	}
+	w.remoteStamp[node] = stamp
+	w.setRemoteClaimsLocked(node, clients)
+}
+
+// releaseRemoteClaims releases every claim of node, and forgets its
+// reports: whatever it reports next counts.
+func (w *Workspace) releaseRemoteClaims(node string) {
+	w.remoteMu.Lock()
+	defer w.remoteMu.Unlock()
+	delete(w.remoteStamp, node)
+	w.setRemoteClaimsLocked(node, nil)
+}
+
+// setRemoteClaimsLocked applies a report of node. Call with remoteMu held.
+func (w *Workspace) setRemoteClaimsLocked(node string, clients map[string]int) {
 	if w.remote == nil {
 		w.remote = map[string]map[string]int{}
 		w.remoteSeen = map[string]time.Time{}
@@ -203,15 +240,12 @@ func (w *Workspace) SetRemoteClaims(node string, clients map[string]int) {
 // for maxAge: they died or lost touch, and their streams with them.
 func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
 	w.remoteMu.Lock()
-	var stale []string
+	defer w.remoteMu.Unlock()
 	for node, seen := range w.remoteSeen {
 		if time.Since(seen) > maxAge {
-			stale = append(stale, node)
+			delete(w.remoteStamp, node)
+			w.setRemoteClaimsLocked(node, nil)
 		}
-	}
-	w.remoteMu.Unlock()
-	for _, node := range stale {
-		w.SetRemoteClaims(node, nil)
 	}
 }
 
@@ -219,12 +253,12 @@ func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
 // longer owns the workspace: they report to the new owner).
 func (w *Workspace) dropRemoteClaims() {
 	w.remoteMu.Lock()
-	nodes := make([]string, 0, len(w.remote))
-	for node := range w.remote {
+	nodes := make([]string, 0, len(w.remoteStamp))
+	for node := range w.remoteStamp {
 		nodes = append(nodes, node)
 	}
 	w.remoteMu.Unlock()
 	for _, node := range nodes {
-		w.SetRemoteClaims(node, nil)
+		w.releaseRemoteClaims(node)
 	}
 }

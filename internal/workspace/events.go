@@ -47,7 +47,7 @@ type Draft struct {
 //
 // Seqs are handed out under mu, then each event is persisted outside it, so
 // concurrent emitters share the store's group commits instead of queueing for
-// one commit each. A small reorder buffer then hands events to the hub
+// one commit each. A small reorder buffer then hands events to the bus
 // strictly in seq order and only once they, and every event before them, are
 // on disk: subscribers see increasing seqs and never an event the database
 // does not have.
@@ -60,16 +60,22 @@ type eventLog struct {
 	mu       sync.Mutex
 	seq      int64 // last seq handed out
 	reserved int64 // seqs up to here are reserved on disk
-	// published is the last seq given to the hub (or skipped after a failed
+	// published is the last seq given to the bus (or skipped after a failed
 	// write); waiting holds the numbered events not yet published.
 	published int64
 	waiting   map[int64]*slot
-	// pub, in a cluster, takes each event after the local streams, for
-	// the other nodes'.
-	pub bus.Publisher
+	// local publishes to this node's streams of the workspace, on the
+	// node's in-process bus, which the workspace's topic subscribes to.
+	// Whoever feeds the streams calls it under mu: the log while this node
+	// emits, the bus feed of a follower otherwise.
+	local bus.Publisher
+	// remote, while this node owns the workspace in a cluster, takes each
+	// event after the local streams, for the other nodes' (but the node
+	// only ones, Draft.NodeOnly). nil on a single node.
+	remote bus.Publisher
 }
 
-// slot is one numbered event on its way to the hub.
+// slot is one numbered event on its way to the bus.
 type slot struct {
 	written  bool       // persisted (or not to be persisted)
 	ev       *hub.Event // nil when persisting failed: the seq becomes a gap
@@ -77,8 +83,8 @@ type slot struct {
 	done     chan struct{}
 }
 
-func newEventLog(ws *Workspace, head int64) eventLog {
-	return eventLog{ws: ws, seq: head, reserved: head, published: head, waiting: make(map[int64]*slot)}
+func newEventLog(ws *Workspace, head int64, local bus.Publisher) eventLog {
+	return eventLog{ws: ws, seq: head, reserved: head, published: head, waiting: make(map[int64]*slot), local: local}
 }
 
 // flushLocked publishes, in seq order, every event whose predecessors are all
@@ -91,9 +97,9 @@ func (l *eventLog) flushLocked() {
 			return
 		}
 		if sl.ev != nil {
-			l.ws.topic.Publish(*sl.ev)
-			if l.pub != nil && !sl.nodeOnly {
-				l.pub.Publish(*sl.ev)
+			l.local.Publish(*sl.ev)
+			if l.remote != nil && !sl.nodeOnly {
+				l.remote.Publish(*sl.ev)
 			}
 		}
 		l.published = next

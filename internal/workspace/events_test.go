@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/proto"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 
 // openWorkspace opens a workspace over a fresh database; wrap, when set,
 // wraps the database as the workspace's store.
-func openWorkspace(t *testing.T, wrap func(store.Store) store.Store) (*Workspace, *sqlite.DB) {
+func openWorkspace(t testing.TB, wrap func(store.Store) store.Store) (*Workspace, *sqlite.DB) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
@@ -256,4 +257,71 @@ func TestRecordDoesNotWaitForEarlierWriters(t *testing.T) {
 	// Emit returns once its event is published, and the one Record wrote
 	// goes out right after it.
 	require.Eventually(t, func() bool { return ws.topic.Head() == fast.Seq }, 10*time.Second, time.Millisecond)
+}
+
+// The event log publishes through the node's in-process bus, the seam a
+// cluster plugs into: a subscriber of the workspace on that bus gets each
+// event once it is committed, in seq order, as the streams do.
+func TestEventsArePublishedOnTheBusAfterCommit(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, t.TempDir()+"/t.db")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	h := hub.New(hub.Config{})
+	t.Cleanup(h.Close)
+	local := bus.NewLocal()
+	m := NewManager(Config{Store: db, Hub: h, Bus: local, CreateGrace: time.Minute, DetachGrace: time.Minute})
+	t.Cleanup(func() { m.Shutdown(ctx) })
+	ws, _, err := m.Open(ctx, t.TempDir())
+	require.NoError(t, err)
+
+	type seen struct {
+		seq       int64
+		committed bool
+	}
+	var got []seen
+	cancel, err := local.Subscribe(ws.ID, func(e bus.Event) {
+		committed := true
+		if e.Kept {
+			recs, err := db.WorkspaceEvents(ctx, ws.ID, e.Seq-1, e.Seq, 1)
+			committed = err == nil && len(recs) == 1
+		}
+		got = append(got, seen{e.Seq, committed})
+	}, nil)
+	require.NoError(t, err)
+	defer cancel()
+	var want []seen
+	for i := range 10 {
+		typ := proto.EventSessionCreated
+		if i%2 == 1 {
+			typ = proto.EventMessageDelta
+		}
+		ev, err := ws.Emit(ctx, Draft{Type: typ, Data: map[string]int{"i": i}})
+		require.NoError(t, err)
+		want = append(want, seen{ev.Seq, true})
+	}
+	require.Equal(t, want, got)
+}
+
+// The owner applies each node's claims reports as they are stamped, not
+// as they arrive: a report overtaken by a later one (a stream opened and
+// closed at once, reported twice) changes nothing. A node whose claims
+// expired starts afresh, as after its restart.
+func TestStaleClaimsReportIsIgnored(t *testing.T) {
+	ws, _ := openWorkspace(t, nil)
+	ws.SetRemoteClaims("n2", 2, map[string]int{"c": 1})
+	ws.SetRemoteClaims("n2", 1, nil) // sent before, arrived after
+	require.True(t, ws.HasClient("c"), "the later report holds")
+	require.Equal(t, 1, ws.Info().Clients)
+	ws.SetRemoteClaims("n2", 2, nil) // a duplicate
+	require.True(t, ws.HasClient("c"))
+	ws.SetRemoteClaims("n2", 3, nil)
+	require.False(t, ws.HasClient("c"))
+
+	ws.SetRemoteClaims("n2", 4, map[string]int{"c": 2})
+	require.Equal(t, 2, ws.Info().Clients)
+	ws.ExpireRemoteClaims(0)
+	require.Zero(t, ws.Info().Clients)
+	ws.SetRemoteClaims("n2", 1, map[string]int{"c": 1})
+	require.Equal(t, 1, ws.Info().Clients, "a report after the expiry counts, whatever its stamp")
 }

@@ -32,12 +32,22 @@ type Hooks struct {
 	ClientGone func(ws *Workspace, clientID string)
 	// Closed is called after a workspace closed (its context is already canceled).
 	Closed func(ws *Workspace)
+	// StreamsChanged, in a cluster, is called when a stream of a workspace
+	// this node does not own opens or ends here: the owner counts this
+	// node's streams as claims (see StreamCounts), and a new one must
+	// reach it at once.
+	StreamsChanged func(ws *Workspace)
 }
 
 // Config configures a Manager.
 type Config struct {
 	Store store.Store
 	Hub   *hub.Hub
+	// Bus is this node's in-process bus: each workspace's event log
+	// publishes there, after commit, and the workspace's topic in Hub (its
+	// streams on this node) subscribes to it. nil means a bus of the
+	// Manager's own.
+	Bus *bus.Local
 	// Follower, set in a cluster, feeds the streams of workspaces this node
 	// does not own from the bus; nil on a single node.
 	Follower    *bus.Follower
@@ -53,6 +63,7 @@ type Config struct {
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+	bus *bus.Local
 
 	mu       sync.Mutex
 	loaded   map[string]*Workspace
@@ -68,7 +79,11 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, loaded: make(map[string]*Workspace)}
+	b := cfg.Bus
+	if b == nil {
+		b = bus.NewLocal()
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, bus: b, loaded: make(map[string]*Workspace)}
 }
 
 // Open registers the directory at path (or finds it, by its resolved path), opens
@@ -195,7 +210,10 @@ func (m *Manager) load(ctx context.Context, rec store.Workspace) (*Workspace, er
 	if ws := m.loaded[rec.ID]; ws != nil {
 		return ws, nil
 	}
-	ws := newWorkspace(m, rec, head)
+	ws, err := newWorkspace(m, rec, head)
+	if err != nil {
+		return nil, err
+	}
 	m.loaded[rec.ID] = ws
 	return ws, nil
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,13 +49,22 @@ type Workspace struct {
 	feedMu sync.Mutex
 	feed   *bus.Feed // the bus feed of a follower's streams
 	// remote holds the streams other nodes reported, per node and client,
-	// as counted in streams (owner only); remoteSeen when each reported.
-	remoteMu   sync.Mutex
-	remote     map[string]map[string]int
-	remoteSeen map[string]time.Time
+	// as counted in streams (owner only); remoteSeen when each reported,
+	// remoteStamp the stamp of each one's last report applied.
+	remoteMu    sync.Mutex
+	remote      map[string]map[string]int
+	remoteSeen  map[string]time.Time
+	remoteStamp map[string]uint64
 }
 
-func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
+// newWorkspace makes the run-time workspace of rec, whose events are
+// numbered from head + 1 on. Its topic (this node's streams) subscribes to
+// the node's in-process bus, where the workspace's events are published.
+func newWorkspace(m *Manager, rec store.Workspace, head int64) (*Workspace, error) {
+	local, err := m.bus.Publisher(rec.ID, head)
+	if err != nil {
+		return nil, fmt.Errorf("load workspace %s: %w", rec.ID, err)
+	}
 	w := &Workspace{
 		ID:        rec.ID,
 		Path:      rec.Path,
@@ -64,14 +74,17 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) *Workspace {
 		gone:      make(map[string]*time.Timer),
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
-	w.log = newEventLog(w, head)
+	// Subscribed for the workspace's life: a loaded workspace stays loaded.
+	// Local never refuses a subscriber.
+	_, _ = m.bus.Subscribe(rec.ID, w.topic.Publish, nil)
+	w.log = newEventLog(w, head, local)
 	if w.clustered() {
 		w.follow()
 	}
 	// A closed workspace still has a context, canceled, so callers never see nil.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.cancel()
-	return w
+	return w, nil
 }
 
 // Info returns the workspace as the API shows it.
@@ -328,7 +341,8 @@ func (w *Workspace) Stream(ctx context.Context, sink hub.Sink, opts *StreamOptio
 	if err != nil {
 		return err
 	}
-	defer w.release(so.ClientID)
+	defer w.streamRelease(so.ClientID)
+	w.streamsChanged()
 	if opts.Resume {
 		w.waitHead(ctx, opts.LastEventID)
 	}
@@ -365,6 +379,14 @@ func (w *Workspace) release(clientID string) {
 	if w.detach(clientID) {
 		w.announcePresence(proto.EventClientDetached, clientID)
 	}
+}
+
+// streamRelease ends a stream's claim, and tells the cluster.
+//
+//go:noinline
+func (w *Workspace) streamRelease(clientID string) {
+	w.release(clientID)
+	w.streamsChanged()
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {
