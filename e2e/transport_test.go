@@ -13,8 +13,11 @@ import (
 // TestRunsShareModelConnections checks that runs reuse the server's
 // connections to a model instead of opening (and leaving open) one each:
 // 1,000 runs over 4 sessions, so at most 4 requests are in flight at once,
-// must open no more connections than that, give or take a connection
-// replaced now and then.
+// must open a few connections, not one per run. A connection goes back to
+// the pool only once the transport's read loop has seen the end of the
+// response, which on a loaded machine can come after the session's next
+// request has dialed: so the bound is a few connections per session, far
+// below the 1,000 that runs with a transport each would open.
 func TestRunsShareModelConnections(t *testing.T) {
 	fake := newFakeModel(t, "openai", reply("ok"))
 	e := startEnv(t)
@@ -50,6 +53,6 @@ func TestRunsShareModelConnections(t *testing.T) {
 	}
 	require.Len(t, fake.Requests(), sessions*perSession)
 	t.Logf("%d runs opened %d connections to the model", sessions*perSession, fake.Connections())
-	require.LessOrEqual(t, fake.Connections(), int64(2*sessions),
+	require.LessOrEqual(t, fake.Connections(), int64(4*sessions),
 		"%d runs opened %d connections to the model", sessions*perSession, fake.Connections())
 }
