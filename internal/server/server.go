@@ -276,6 +276,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Recover:    s.runs,
 			Token:      cfg.Token,
 			LeaseTTL:   cfg.LeaseTTL,
+			MaxBody:    cfg.MaxBody,
 			Logger:     cfg.Logger,
 		})
 		if err := s.node.Start(handler); err != nil {
