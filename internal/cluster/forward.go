@@ -157,16 +157,20 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // as on the owner. An answer too large for one message is fetched in
 // parts the same way.
 func (n *Node) forward(w http.ResponseWriter, r *http.Request, workspaceID, owner string) {
-	// The API bounds a body's arrival on the node that serves it; here the
-	// body is read before the owner's API sees it.
+	// The body is read whole before anything is sent, within the time the
+	// API gives a body to arrive: the owner then keeps an upload only as
+	// long as NATS takes to carry it, whatever the client's pace.
 	rc := http.NewResponseController(w)
 	if r.ContentLength != 0 && rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
-	body := io.LimitReader(r.Body, n.cfg.MaxBody+1)
-	first, err := io.ReadAll(io.LimitReader(body, n.singleLimit()+1))
-	if err != nil {
+	body, err := io.ReadAll(io.LimitReader(r.Body, n.cfg.MaxBody+1))
+	switch {
+	case err != nil:
 		writeError(w, http.StatusBadRequest, proto.CodeInvalidArgument, "reading the request body: "+err.Error())
+		return
+	case int64(len(body)) > n.cfg.MaxBody:
+		writeError(w, http.StatusRequestEntityTooLarge, proto.CodeBodyTooLarge, (&bodyTooLargeError{n.cfg.MaxBody}).Error())
 		return
 	}
 	hdr := r.Header.Clone()
@@ -177,12 +181,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, workspaceID, owne
 	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.ForwardTimeout)
 	defer cancel()
 	var msg *nats.Msg
-	if int64(len(first)) <= n.singleLimit() {
-		env.Body = first
+	if int64(len(body)) <= n.singleLimit() {
+		env.Body = body
 		req, _ := json.Marshal(env)
 		msg, err = n.cfg.NATS.RequestWithContext(ctx, subject(owner), req)
 	} else {
-		msg, err = n.upload(ctx, owner, env, first, body)
+		msg, err = n.upload(ctx, owner, env, bytes.NewReader(body))
 	}
 	var tooLarge *bodyTooLargeError
 	switch {
@@ -255,12 +259,12 @@ func (e *bodyTooLargeError) Error() string {
 	return fmt.Sprintf("body is larger than %d bytes", e.limit)
 }
 
-// upload sends env to the owner with its body in parts: first, then the
-// rest of body. It returns the owner's answer: to the last part, or to
-// the part it refused. Given up (ctx done, the body too large or cut),
-// it tells the owner, which frees the upload at once rather than at its
+// upload sends env to the owner with its body, read from body, in parts.
+// It returns the owner's answer: to the last part, or to the part it
+// refused. Given up (ctx done, the body too large or unreadable), it
+// tells the owner, which frees the upload at once rather than at its
 // deadline.
-func (n *Node) upload(ctx context.Context, owner string, env forwarded, first []byte, body io.Reader) (_ *nats.Msg, err error) {
+func (n *Node) upload(ctx context.Context, owner string, env forwarded, body io.Reader) (_ *nats.Msg, err error) {
 	id := uuid.NewString()
 	subj := uploadSubject(owner)
 	defer func() {
@@ -287,7 +291,7 @@ func (n *Node) upload(ctx context.Context, owner string, env forwarded, first []
 		return reply, err // refused (busy) or failed
 	}
 	size, total := n.partSize(), int64(0)
-	carry := first
+	var carry []byte
 	for part := 1; ; part++ {
 		// Read one byte past the part, to know whether it is the last.
 		if len(carry) <= size {

@@ -172,31 +172,41 @@ func TestForwardCarriesBodiesAndAnswersOfManyMessages(t *testing.T) {
 		"the owner frees an upload its forwarder gave up")
 }
 
-// A forwarder whose client goes away mid-upload tells the owner, which
-// frees the upload at once, not at its deadline.
-func TestCanceledUploadIsFreed(t *testing.T) {
+// A forwarder that gives up mid-upload (its request's context done, its
+// body unreadable) tells the owner, which frees the upload at once, not
+// at its deadline.
+func TestAbandonedUploadIsFreedAtOnce(t *testing.T) {
 	nc := startNATS(t, 256<<10)
 	n := forwardingNode(t, nc, 4<<20, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Error("a canceled upload is never served")
+		t.Error("an abandoned upload is never served")
 	}))
 	n.uploads.ttl = time.Hour
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := httptest.NewRequestWithContext(ctx, "POST", "/echo", pr)
-	done := make(chan int)
-	go func() {
-		w := httptest.NewRecorder()
-		n.forward(w, r, "", n.ID())
-		done <- w.Code
-	}()
-	// Two parts' worth: the upload is open on the owner.
-	_, err := pw.Write(make([]byte, 2*n.partSize()))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.uploads.count() == 1 }, 5*time.Second, 5*time.Millisecond)
-	cancel()
-	pw.CloseWithError(context.Canceled)
-	<-done
-	require.Eventually(t, func() bool { return n.uploads.count() == 0 }, 5*time.Second, 5*time.Millisecond)
+	for _, how := range []string{"canceled", "unreadable"} {
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.upload(ctx, n.ID(), forwarded{Method: "POST", URL: "/echo"}, pr)
+			done <- err
+		}()
+		// Two parts' worth: the upload is open on the owner.
+		_, err := pw.Write(make([]byte, 2*n.partSize()))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return n.uploads.count() == 1 }, 5*time.Second, 5*time.Millisecond, how)
+		if how == "canceled" {
+			cancel()
+			// The next part cannot be sent: its request's context is done.
+			// (The write returns when the pipe is closed below.)
+			go func() { _, _ = pw.Write(make([]byte, n.partSize())) }()
+			require.ErrorIs(t, <-done, context.Canceled)
+		} else {
+			pw.CloseWithError(io.ErrClosedPipe)
+			require.ErrorIs(t, <-done, errReadBody)
+		}
+		require.Eventually(t, func() bool { return n.uploads.count() == 0 }, 5*time.Second, 5*time.Millisecond, how)
+		cancel()
+		pr.Close()
+	}
 }
 
 // Whoever can publish on the bus cannot make a node keep more than
