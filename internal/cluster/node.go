@@ -535,6 +535,8 @@ func (n *Node) Close() {
 		}
 	}
 	n.wg.Wait()
+	n.uploads.clear()
+	n.downloads.clear()
 	n.mu.Lock()
 	leases := make([]postgres.Lease, 0, len(n.owned))
 	for _, l := range n.owned {

@@ -173,6 +173,15 @@ func (ts *transfers) read(id string, offset int64, n int) ([]byte, bool, error) 
 	return part, last, nil
 }
 
+// clear forgets every transfer, stopping their timers.
+func (ts *transfers) clear() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for id := range ts.m {
+		ts.removeLocked(id)
+	}
+}
+
 // count is how many transfers are kept.
 func (ts *transfers) count() int {
 	ts.mu.Lock()
