@@ -549,6 +549,9 @@ func (x *execution) revive() Result {
 		// still gets its user message.
 		user := x.newMessage(proto.RoleUser)
 		user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
+		for _, a := range x.run.Attachments {
+			user.Parts = append(user.Parts, a.Part)
+		}
 		x.userID = user.ID
 		x.save(&user, proto.EventMessageCreated)
 	}

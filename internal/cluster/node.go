@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -70,7 +71,10 @@ type Config struct {
 	LeaseTTL       time.Duration
 	Tick           time.Duration
 	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	// MaxBody bounds the body of a forwarded request, as the API bounds
+	// any; 0 means httpapi.DefaultMaxBody.
+	MaxBody int64
+	Logger  *slog.Logger
 }
 
 // Node is one server's membership in the cluster.
@@ -107,6 +111,10 @@ type Node struct {
 	// serving counts forwarded requests being answered, bounded by
 	// maxServing so a flood cannot start unbounded goroutines.
 	serving chan struct{}
+	// uploads and downloads are the forwarded requests and answers too
+	// large for one message, on their way (see transfer.go).
+	uploads, downloads *transfers
+	usub, dsub         *nats.Subscription
 }
 
 // New returns a node; Start makes it act.
@@ -120,6 +128,9 @@ func New(cfg Config) *Node {
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = DefaultForward
 	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = httpapi.DefaultMaxBody
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,10 +138,16 @@ func New(cfg Config) *Node {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
 		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
 		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
-		ctx: ctx, stop: stop}
+		ctx: ctx, stop: stop,
+		uploads:   newTransfers(maxTransfers, cfg.MaxBody, cfg.ForwardTimeout),
+		downloads: newTransfers(maxTransfers, maxAnswer, cfg.ForwardTimeout)}
 	n.stamp.Store(uint64(time.Now().UnixNano()))
 	return n
 }
+
+// maxAnswer bounds the answer of a forwarded request, which the owner
+// keeps whole until it is fetched: far above any the API gives.
+const maxAnswer = 1 << 30
 
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
@@ -151,6 +168,12 @@ func (n *Node) Start(local http.Handler) error {
 	}
 	if n.vsub, err = n.cfg.NATS.Subscribe(viewsSubject(n.cfg.NodeID), n.viewed); err != nil {
 		return fmt.Errorf("cluster: listen for views requests: %w", err)
+	}
+	if n.usub, err = n.cfg.NATS.Subscribe(uploadSubject(n.cfg.NodeID), n.serveUpload); err != nil {
+		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
+	}
+	if n.dsub, err = n.cfg.NATS.Subscribe(downloadSubject(n.cfg.NodeID), n.serveDownload); err != nil {
+		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
 	}
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
@@ -589,13 +612,14 @@ func (n *Node) Close() {
 	if n.sub != nil {
 		_ = n.sub.Unsubscribe()
 	}
-	if n.csub != nil {
-		_ = n.csub.Unsubscribe()
-	}
-	if n.vsub != nil {
-		_ = n.vsub.Unsubscribe()
+	for _, sub := range []*nats.Subscription{n.csub, n.vsub, n.usub, n.dsub} {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 	}
 	n.wg.Wait()
+	n.uploads.clear()
+	n.downloads.clear()
 	n.mu.Lock()
 	leases := make([]postgres.Lease, 0, len(n.owned))
 	for _, l := range n.owned {

@@ -123,6 +123,12 @@ type run struct {
 	prompt      string
 	clientID    string
 	attachments []agent.Attachment
+	// encoded is attachments in their kept form (see keep.go), until the
+	// accept has stored them with its run.accepted.
+	encoded []byte
+	// stored is set when the run's attachments are in the store only (a
+	// run taken over from another owner, or revived): read as it starts.
+	stored bool
 
 	// revive and announce describe a suspended run brought back (agent.Run).
 	revive   string
@@ -313,6 +319,10 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
 		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
 	}
+	if len(atts) > 0 {
+		// Encoded before any lock is taken: it copies up to 20 MiB.
+		r.encoded = encodeAttachments(atts)
+	}
 	var state string
 	var position int
 	if req.Delivery == proto.DeliverySteer {
@@ -351,6 +361,9 @@ func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessio
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: active.id,
 		Data:  proto.RunAccepted{RunID: active.id, State: proto.RunSteered, ClientID: r.clientID, Prompt: r.prompt, MessageID: st.MessageID},
 		Touch: time.Now(), // a steer is activity in the session, as a prompt is
+		// Kept until the run ends: if it ends on another owner, or after
+		// a crash, the steered prompt still has them.
+		Attachments: keep(st.MessageID, r.encoded),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept steered prompt: %w", err)
 	}
@@ -400,9 +413,13 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: r.id,
 		Data:  proto.RunAccepted{RunID: r.id, State: state, Position: position, ClientID: r.clientID, Prompt: r.prompt, Compaction: r.compact},
 		Touch: time.Now(),
+		// With the event, in its transaction: a run queued when this
+		// server dies runs with them on the next owner.
+		Attachments: keep("", r.encoded),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
 	}
+	r.encoded = nil
 	c.enqueueLocked(sr, r)
 	return state, position, nil
 }
@@ -509,7 +526,9 @@ func (c *Coordinator) Revive(ws *workspace.Workspace, sessionID, runID, mode str
 		return
 	}
 	c.log.Info("reviving run", "run_id", runID, "session_id", sessionID, "mode", mode)
-	c.enqueueLocked(sr, &run{id: runID, revive: mode, announce: announce})
+	// A run that goes on shows the model its attachments again, as before
+	// it was suspended.
+	c.enqueueLocked(sr, &run{id: runID, revive: mode, announce: announce, stored: mode == agent.ReviveContinue})
 }
 
 // drain is the session's worker: it runs queued runs one at a time and exits
@@ -674,12 +693,42 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 			}
 		}
 	}
+	if r.stored {
+		if err := c.loadAttachments(ctx, sr, r, ar); err != nil {
+			c.log.Error("read the kept attachments of a run", "run_id", r.id, "session_id", sr.id, "err", err)
+			if r.revive == "" {
+				// Not run without them: the model would answer another prompt.
+				ar.Provider = failing{fmt.Errorf("the prompt's attachments could not be read: %w", err)}
+			}
+		}
+	}
 	unbind := c.cfg.Tools.Bind(r.id, rc)
 	defer unbind()
 	res := c.cfg.Runner.Execute(ctx, ar)
 	if !res.Suspended {
 		c.log.Info("run completed", "run_id", r.id, "session_id", sr.id, "outcome", res.Outcome)
 	}
+}
+
+// loadAttachments gives a run whose attachments are in the store only
+// what it kept of them: its own prompt's, and its steered prompts' that it
+// has not taken yet.
+func (c *Coordinator) loadAttachments(ctx context.Context, sr *sessionRuns, r *run, ar *agent.Run) error {
+	own, steered, err := c.keptAttachments(context.WithoutCancel(ctx), r.id)
+	if err != nil {
+		return err
+	}
+	ar.Attachments = own
+	if len(steered) > 0 {
+		sr.mu.Lock()
+		for i, st := range r.steers {
+			if st.Attachments == nil {
+				r.steers[i].Attachments = steered[st.MessageID]
+			}
+		}
+		sr.mu.Unlock()
+	}
+	return nil
 }
 
 // revivedConfig is the configuration a revived run goes on with: its

@@ -154,14 +154,20 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 			continue
 		}
 		c.log.Warn("ending a run lost in a crash", "run_id", r.id, "session_id", r.sessionID)
-		steers := r.steers
+		// Its user messages, written now if it never started, show them.
+		own, kept, err := c.keptAttachments(ctx, r.id)
+		if err != nil {
+			c.log.Error("read the kept attachments of a lost run", "run_id", r.id, "err", err)
+		}
+		steers := withKept(r.steers, kept)
 		ar := &agent.Run{
-			ID:        r.id,
-			SessionID: r.sessionID,
-			ClientID:  r.clientID,
-			Workspace: ws,
-			Prompt:    r.prompt,
-			Revive:    agent.ReviveInterrupt,
+			ID:          r.id,
+			SessionID:   r.sessionID,
+			ClientID:    r.clientID,
+			Workspace:   ws,
+			Prompt:      r.prompt,
+			Attachments: own,
+			Revive:      agent.ReviveInterrupt,
 			Steers: func(bool) []agent.Steer {
 				out := steers
 				steers = nil
@@ -178,8 +184,18 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 	for _, r := range again {
 		c.log.Info("running a run queued on the previous owner", "run_id", r.id, "session_id", r.sessionID)
 		sr := c.lockSession(ws, r.sessionID)
-		c.enqueueLocked(sr, &run{id: r.id, prompt: r.prompt, clientID: r.clientID, compact: r.compact})
+		// Its attachments, and those of the prompts steered into it, are
+		// read from the store as it starts: not all held here meanwhile.
+		c.enqueueLocked(sr, &run{id: r.id, prompt: r.prompt, clientID: r.clientID, compact: r.compact, steers: r.steers, stored: true})
 		sr.mu.Unlock()
 	}
 	return len(again), nil
+}
+
+// withKept gives the steers the attachments kept for them.
+func withKept(steers []agent.Steer, kept map[string][]agent.Attachment) []agent.Steer {
+	for i, st := range steers {
+		steers[i].Attachments = kept[st.MessageID]
+	}
+	return steers
 }

@@ -287,6 +287,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Token:      cfg.Token,
 			LeaseTTL:   cfg.LeaseTTL,
 			Tick:       cfg.ClusterTick,
+			MaxBody:    cfg.MaxBody,
 			Logger:     cfg.Logger,
 		})
 		if err := s.node.Start(handler); err != nil {

@@ -101,6 +101,24 @@ type Event struct {
 	// in the event's transaction, so a run's usage is counted exactly once
 	// with its end. Not read back.
 	Usage *SessionUsage
+	// Attachments, when set, are the attachments of the prompt the event
+	// accepts (a run.accepted), kept for the event's run in the event's
+	// transaction: a prompt is never on disk without them. They stay until
+	// the run's run.completed, whose transaction deletes them. Not read back
+	// with the event: see Events.RunAttachments.
+	Attachments *Attachments
+}
+
+// Attachments are an accepted prompt's attachments, kept for its run until
+// it ends (Event.Attachments): a run queued when its server died runs with
+// them on the next start or owner.
+type Attachments struct {
+	// MessageID is empty for the run's own prompt, else the message id of a
+	// prompt steered into the run.
+	MessageID string
+	// Data is the attachments as read at accept time, in their writer's
+	// encoding; the store does not look inside.
+	Data []byte
 }
 
 // Pending is a request a parked run waits on (a permission or a client tool call).
@@ -181,6 +199,10 @@ type Events interface {
 	SessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error)
 	// MaxSeq is the highest persisted seq of the workspace, 0 when none.
 	MaxSeq(ctx context.Context, workspaceID string) (int64, error)
+	// RunAttachments returns the attachments kept for the run
+	// (Event.Attachments) in the order their events were appended; none
+	// once the run completed, or when it had none.
+	RunAttachments(ctx context.Context, runID string) ([]Attachments, error)
 }
 
 // PendingWork is the store's role for parked work: pending permission

@@ -41,6 +41,9 @@ type Draft struct {
 	// Usage, when set, is added to the session's usage with the event, in
 	// one transaction (see store.Event).
 	Usage *store.SessionUsage
+	// Attachments, when set, are kept for the run with the event, in one
+	// transaction (see store.Event); only a kept event carries them.
+	Attachments *store.Attachments
 }
 
 // eventLog numbers, persists and publishes a workspace's events.
@@ -264,6 +267,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		Touch:       d.Touch,
 		Session:     d.Session,
 		Usage:       d.Usage,
+		Attachments: d.Attachments,
 	}, sl, nil
 }
 

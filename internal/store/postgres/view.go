@@ -280,7 +280,8 @@ func (v *view) DeleteSession(ctx context.Context, workspaceID, id string) error 
 		m AS (DELETE FROM messages WHERE session_id IN (SELECT id FROM target)),
 		e AS (DELETE FROM events WHERE session_id IN (SELECT id FROM target)),
 		p AS (DELETE FROM pending WHERE session_id IN (SELECT id FROM target)),
-		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM target))
+		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM target)),
+		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM target))
 		DELETE FROM sessions WHERE id IN (SELECT id FROM target)`,
 		args: []any{workspaceID, id}})
 	if err == nil && affected == 0 {
@@ -376,6 +377,13 @@ func (v *view) AppendEvents(ctx context.Context, es []store.Event) error {
 		if e.Usage != nil && e.SessionID != "" {
 			stmts = append(stmts, usageStmt(e.SessionID, *e.Usage))
 		}
+		if a := e.Attachments; a != nil {
+			stmts = append(stmts, stmt{sql: `INSERT INTO run_attachments (run_id, message_id, session_id, seq, data) VALUES ($1, $2, $3, $4, $5)`,
+				args: []any{e.RunID, a.MessageID, e.SessionID, e.Seq, nonNil(a.Data)}})
+		}
+		if e.Type == proto.EventRunCompleted && e.RunID != "" {
+			stmts = append(stmts, stmt{sql: `DELETE FROM run_attachments WHERE run_id = $1`, args: []any{e.RunID}})
+		}
 		stmts = append(stmts, stmt{sql: `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			args: []any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, nonNil(e.Envelope)}})
 	}
@@ -419,6 +427,18 @@ func (v *view) SessionEvents(ctx context.Context, sessionID string, afterSeq int
 	out, err := collect(rows, err, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("session events %s after %d: %w", sessionID, afterSeq, err)
+	}
+	return out, nil
+}
+
+// RunAttachments implements store.Store.
+func (v *view) RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error) {
+	rows, err := v.db.pool.Query(ctx, `SELECT message_id, data FROM run_attachments WHERE run_id = $1 ORDER BY seq`, runID)
+	out, err := collect(rows, err, func(r pgx.Rows) (a store.Attachments, err error) {
+		return a, r.Scan(&a.MessageID, &a.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attachments of run %s: %w", runID, err)
 	}
 	return out, nil
 }

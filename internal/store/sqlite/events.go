@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/proto"
 )
 
 const eventCols = `workspace_id, seq, session_id, run_id, type, in_history, envelope`
@@ -67,6 +68,13 @@ func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 	if e.Usage != nil && e.SessionID != "" {
 		stmts = append(stmts, usageStmt(e.SessionID, *e.Usage))
 	}
+	if a := e.Attachments; a != nil {
+		stmts = append(stmts, stmt{`INSERT INTO run_attachments (run_id, message_id, session_id, seq, data) VALUES (?, ?, ?, ?, ?)`,
+			[]any{e.RunID, a.MessageID, e.SessionID, e.Seq, nonNilBytes(a.Data)}})
+	}
+	if e.Type == proto.EventRunCompleted && e.RunID != "" {
+		stmts = append(stmts, stmt{`DELETE FROM run_attachments WHERE run_id = ?`, []any{e.RunID}})
+	}
 	return append(stmts, stmt{
 		`INSERT INTO events (` + eventCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		[]any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env},
@@ -117,6 +125,28 @@ func (db *DB) SessionEvents(ctx context.Context, sessionID string, afterSeq int6
 		return nil, fmt.Errorf("session events %s after %d: %w", sessionID, afterSeq, err)
 	}
 	return out, nil
+}
+
+// RunAttachments implements store.Store.
+func (db *DB) RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error) {
+	rows, err := db.query(ctx, `SELECT message_id, data FROM run_attachments WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("attachments of run %s: %w", runID, err)
+	}
+	out, err := collect(rows, func(s scanner) (a store.Attachments, err error) {
+		return a, s.Scan(&a.MessageID, &a.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attachments of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{} // the driver binds a nil slice as NULL
+	}
+	return b
 }
 
 // MaxSeq implements store.Store.
