@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tandem-dev/tandem/internal/bus/natsbus"
+	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -26,14 +27,12 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // feeds and its connections all end with Shutdown.
 func TestClusterNodeStopsEverything(t *testing.T) {
 	db := pgtest.Database(t)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	ns := natstest.Start(t)
+	// The bus's stream and its goroutines are the NATS server's: make it
+	// before counting goroutines.
+	nb, err := natsbus.Dial(natsbus.Config{URL: ns.ClientURL(), Name: "setup"})
 	require.NoError(t, err)
-	go ns.Start()
-	require.True(t, ns.ReadyForConnections(10*time.Second))
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
+	nb.Close()
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	srv, err := New(context.Background(), Config{DataDir: t.TempDir(), Token: "secret", StoreURL: db, BusURL: ns.ClientURL(), NodeID: "n1"})
