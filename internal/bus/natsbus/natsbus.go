@@ -167,6 +167,9 @@ type remote struct {
 	// last is the highest seq seen on the stream; only the consumer's
 	// handler writes it, one message at a time.
 	last atomic.Int64
+	// gone is set when the last subscriber leaves: a consumer still
+	// stopping delivers nothing more, even to a topic a new remote feeds.
+	gone atomic.Bool
 
 	mu      sync.Mutex
 	cons    jetstream.Consumer
@@ -468,6 +471,7 @@ func (b *Bus) release(r *remote, leave func()) {
 		return
 	}
 	delete(b.remotes, r.ws)
+	r.gone.Store(true)
 	if b.closed || r.err != nil {
 		return // Close stops it
 	}
@@ -482,6 +486,9 @@ func (b *Bus) release(r *remote, leave func()) {
 // runs on the consumer's goroutine, one message at a time, in stream
 // order.
 func (b *Bus) receive(r *remote, m jetstream.Msg) {
+	if r.gone.Load() {
+		return
+	}
 	f, err := decode(m.Data())
 	if err != nil {
 		b.log.Warn("natsbus: dropped a malformed message", "subject", m.Subject(), "err", err)
