@@ -494,7 +494,7 @@ func TestSlowFollowerGetsEveryEventFromTheBus(t *testing.T) {
 	close(gate)
 	col.waitFor(t, last)
 	got := col.events()
-	require.Len(t, got, last)
+	require.Equal(t, last, len(got), "every event, the ephemeral ones too")
 	for i, e := range got {
 		require.EqualValues(t, i+1, e.Seq)
 		require.Equal(t, (i+1)%4 == 0, e.Kept)
