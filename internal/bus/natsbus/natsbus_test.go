@@ -420,7 +420,9 @@ func TestReconnectCatchesUp(t *testing.T) {
 func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
 	s := natsServer(t, 0)
 	// Beacons are made too rare to help: the hole shows at the next frame.
-	small := func(c *Config) { c.StreamMaxPerWorkspace, c.PendingMsgs, c.BeaconEvery = 50, minPendingMsgs, time.Minute }
+	small := func(c *Config) {
+		c.StreamMaxPerWorkspace, c.PendingMsgs, c.BeaconEvery = 50, minPendingMsgs, time.Minute
+	}
 	owner := dial(t, s, "owner", small)
 	slow := dial(t, s, "slow", small)
 	log := newMemLog()
@@ -574,51 +576,6 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
-}
-
-// BenchmarkDelivery measures events from a publisher on one node to a
-// subscriber on another, through a NATS server in this process.
-func BenchmarkDelivery(b *testing.B) {
-	s := natstest.Start(b)
-	pubNode, err := Dial(Config{URL: s.ClientURL(), Name: "a"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pubNode.Close()
-	subNode, err := Dial(Config{URL: s.ClientURL(), Name: "b"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer subNode.Close()
-	var got atomic.Int64
-	done := make(chan struct{}, 1)
-	var want atomic.Int64
-	cancel, err := subNode.Subscribe("w", func(e bus.Event) {
-		if got.Add(1) == want.Load() {
-			done <- struct{}{}
-		}
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cancel()
-	p, err := pubNode.Publisher("w", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	data := make([]byte, 200)
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	want.Store(int64(b.N))
-	for i := range b.N {
-		p.Publish(bus.Event{Seq: int64(i + 1), Type: "message.delta", SessionID: "s", Data: data})
-	}
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		b.Fatalf("delivered %d of %d", got.Load(), b.N)
-	}
 }
 
 // Events a node never heard of on the bus, committed and counted by an
