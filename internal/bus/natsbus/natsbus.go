@@ -634,6 +634,7 @@ func (b *Bus) Publisher(workspaceID string, head int64) (bus.Publisher, error) {
 	p := &publisher{b: b, ws: workspaceID, local: lp, subject: b.subject(workspaceID, "ev"), prev: head,
 		stop: make(chan struct{}), done: make(chan struct{}), soon: make(chan struct{}, 1)}
 	p.last.Store(head)
+	p.sent.Store(head)
 	hs, err := b.nc.Subscribe(b.subject(workspaceID, "head"), func(m *nats.Msg) {
 		// Read before replying: whatever is published after this answer
 		// is stored in the stream after the asker's consumer was made.
@@ -670,9 +671,12 @@ type publisher struct {
 	local   bus.Publisher
 	subject string
 	headSub *nats.Subscription
-	last    atomic.Int64
-	prev    int64 // Publish is called from one goroutine at a time
-	closed  atomic.Bool
+	// last is the last seq published, as Head reports it; sent the last
+	// one handed to the connection, as beacons report it: a beacon never
+	// goes out ahead of the event it names.
+	last, sent atomic.Int64
+	prev       int64 // Publish is called from one goroutine at a time
+	closed     atomic.Bool
 	// failed counts the publishes that did not reach the stream since the
 	// last beacon.
 	failed atomic.Int64
@@ -692,6 +696,7 @@ func (p *publisher) Publish(e bus.Event) {
 	if _, err := p.b.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: data}, p.b.pubOpt...); err != nil {
 		p.lost()
 	}
+	p.sent.Store(e.Seq)
 }
 
 // lost counts a publish that did not reach the stream and asks for a
@@ -725,7 +730,7 @@ func (p *publisher) beacon() {
 	if p.closed.Load() {
 		return
 	}
-	if _, err := p.b.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: appendBeacon(nil, p.last.Load())}, p.b.pubOpt...); err != nil {
+	if _, err := p.b.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: appendBeacon(nil, p.sent.Load())}, p.b.pubOpt...); err != nil {
 		p.failed.Add(1)
 	}
 }
@@ -736,7 +741,7 @@ func (p *publisher) beacons(every time.Duration) {
 	defer close(p.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	sent, idle, pending := p.last.Load(), 0, false
+	sent, idle, pending := p.sent.Load(), 0, false
 	for {
 		select {
 		case <-p.stop:
@@ -752,7 +757,7 @@ func (p *publisher) beacons(every time.Duration) {
 				"workspace_id", p.ws, "failed", n)
 			pending = true
 		}
-		if last := p.last.Load(); last != sent || idle >= 10 || pending {
+		if last := p.sent.Load(); last != sent || idle >= 10 || pending {
 			p.beacon()
 			sent, idle, pending = last, 0, false
 		}

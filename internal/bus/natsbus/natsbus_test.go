@@ -414,6 +414,53 @@ func TestReconnectCatchesUp(t *testing.T) {
 	requireFeed(t, col.events(), log, "w", 0, 400)
 }
 
+// A node cut off from NATS for a moment (the server drops its connection)
+// reads on from where it was once back: a stream gets every event
+// published meanwhile, the ephemeral ones too, in order, from the bus
+// alone.
+func TestReconnectResumesFromTheStream(t *testing.T) {
+	s := natsServer(t, 0)
+	owner := dial(t, s, "owner")
+	node := dial(t, s, "node")
+	log := newMemLog()
+	var lost atomic.Int64
+	cancel, err := node.Subscribe("w", func(bus.Event) {}, func() { lost.Add(1) })
+	require.NoError(t, err)
+	defer cancel()
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: node, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+	publish := func(from, to int64) {
+		for seq := from; seq <= to; seq++ {
+			e := event(seq, seq%4 == 0)
+			log.commit("w", e)
+			p.Publish(e)
+		}
+	}
+	publish(1, 100)
+	col.waitFor(t, 100)
+
+	cid, err := node.nc.GetClientID()
+	require.NoError(t, err)
+	require.NoError(t, s.DisconnectClientByID(cid))
+	publish(101, 1000) // while the node is away
+	require.Eventually(t, func() bool { return node.nc.Stats().Reconnects > 0 && node.nc.IsConnected() },
+		15*time.Second, 10*time.Millisecond, "the node reconnects")
+	publish(1001, 1100)
+	col.waitFor(t, 1100)
+	got := col.events()
+	require.Equal(t, 1100, len(got), "every event, the ephemeral ones too")
+	for i, e := range got {
+		require.EqualValues(t, i+1, e.Seq)
+	}
+	require.Zero(t, lost.Load(), "nothing was lost")
+	require.Zero(t, log.reads.Load(), "nothing was read from the store")
+}
+
 // A node that falls behind further than the stream keeps (here 50 events
 // per workspace) loses the oldest of what it had not read; it is told, and
 // a stream catches up from the store.
