@@ -295,7 +295,9 @@ func (b *Bus) ensureStream(ctx context.Context) (time.Time, error) {
 			break
 		}
 	}
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+	// Nobody answers JetStream's API on a server that does not run it.
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return time.Time{}, fmt.Errorf("natsbus: the NATS server must run JetStream (nats-server -js): %w", err)
 	}
 	return time.Time{}, fmt.Errorf("natsbus: stream %s: %w", b.stream, err)

@@ -685,3 +685,18 @@ func TestCloseStopsEverything(t *testing.T) {
 	a.Close()
 	b.Close()
 }
+
+// A NATS server without JetStream is refused at Dial, saying what it
+// lacks.
+func TestDialNeedsJetStream(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	defer s.Shutdown()
+	start := time.Now()
+	_, err = Dial(Config{URL: s.ClientURL(), Name: "n"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "nats-server -js")
+	require.Less(t, time.Since(start), 5*time.Second)
+}
