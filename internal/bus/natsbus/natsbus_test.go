@@ -700,3 +700,29 @@ func TestDialNeedsJetStream(t *testing.T) {
 	require.Contains(t, err.Error(), "nats-server -js")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// Nodes starting together all get the one stream: creating it is
+// idempotent, and a node whose settings differ brings it up to date.
+func TestDialTogether(t *testing.T) {
+	s := natsServer(t, 0)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			b, err := Dial(Config{URL: s.ClientURL(), Name: fmt.Sprint("n", i), StreamMaxAge: time.Duration(1+i%2) * time.Minute})
+			errs[i] = err
+			if err == nil {
+				b.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "node %d", i)
+	}
+	b := dial(t, s, "last", func(c *Config) { c.StreamMaxAge = 3 * time.Minute })
+	info, err := b.js.Stream(context.Background(), b.stream)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Minute, info.CachedInfo().Config.MaxAge)
+	require.Equal(t, []string{"tandem.ws.*.ev"}, info.CachedInfo().Config.Subjects)
+}
