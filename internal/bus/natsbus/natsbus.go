@@ -422,14 +422,17 @@ func (b *Bus) start(r *remote, from jetstream.DeliverPolicy) error {
 		return err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
+	stopped := r.stopped
+	if !stopped {
+		r.cons, r.cc = cons, cc
+	}
+	r.mu.Unlock()
+	if stopped {
 		// Released meanwhile (a restart racing the last unsubscribe).
 		cc.Stop()
+		<-cc.Closed()
 		b.deleteConsumer(cons)
-		return nil
 	}
-	r.cons, r.cc = cons, cc
 	return nil
 }
 
