@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
@@ -37,14 +37,7 @@ type testCluster struct {
 func startCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	db := pgtest.Database(t)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	require.NoError(t, err)
-	go ns.Start()
-	require.True(t, ns.ReadyForConnections(10*time.Second), "nats server starts")
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
+	ns := natstest.Start(t)
 	c := &testCluster{t: t, db: db, env: []string{"TANDEM_TOKEN=crash-token", "TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.ClientURL()}}
 	for i := range n {
 		c.nodes = append(c.nodes, c.start(i))

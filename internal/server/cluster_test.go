@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tandem-dev/tandem/internal/bus/natsbus"
+	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -31,14 +32,12 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // feeds and its connections all end with Shutdown.
 func TestClusterNodeStopsEverything(t *testing.T) {
 	db := pgtest.Database(t)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	ns := natstest.Start(t)
+	// The bus's stream and its goroutines are the NATS server's: make it
+	// before counting goroutines.
+	nb, err := natsbus.Dial(natsbus.Config{URL: ns.ClientURL(), Name: "setup"})
 	require.NoError(t, err)
-	go ns.Start()
-	require.True(t, ns.ReadyForConnections(10*time.Second))
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
+	nb.Close()
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	srv, err := New(context.Background(), Config{DataDir: t.TempDir(), Token: "secret", StoreURL: db, BusURL: ns.ClientURL(), NodeID: "n1"})
@@ -76,21 +75,6 @@ func TestClusterNeedsStoreAndBus(t *testing.T) {
 	require.ErrorContains(t, err, "bus")
 }
 
-// startNATS starts an in-process NATS server for the test, as
-// TestClusterNodeStopsEverything does, and returns its URL.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	require.NoError(t, err)
-	go ns.Start()
-	require.True(t, ns.ReadyForConnections(10*time.Second))
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	return ns.ClientURL()
-}
-
 // testNode is a cluster node served over loopback.
 type testNode struct {
 	url string
@@ -101,7 +85,7 @@ type testNode struct {
 // tests: what they see comes at once or not at all.
 func startNodes(t *testing.T, n int) []*testNode {
 	t.Helper()
-	db, busURL := pgtest.Database(t), startNATS(t)
+	db, busURL := pgtest.Database(t), natstest.Start(t).ClientURL()
 	nodes := make([]*testNode, n)
 	for i := range nodes {
 		srv, err := New(context.Background(), Config{DataDir: t.TempDir(), Token: "secret", StoreURL: db, BusURL: busURL,

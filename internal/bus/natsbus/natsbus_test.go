@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,31 +14,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
 )
 
-// natsServer runs a NATS server in this process on a loopback port; port
-// 0 picks a free one. It stops when the test ends.
-func natsServer(t *testing.T, port int) *server.Server {
-	t.Helper()
-	if port == 0 {
-		port = -1
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
-	require.NoError(t, err)
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
-}
+func natsServer(t *testing.T, port int) *server.Server { return natstest.StartOn(t, port) }
 
-func port(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
+func port(s *server.Server) int { return natstest.Port(s) }
 
 func dial(t *testing.T, s *server.Server, name string, tweak ...func(*Config)) *Bus {
 	t.Helper()
@@ -61,6 +44,7 @@ func event(seq int64, kept bool) bus.Event {
 type memLog struct {
 	mu     sync.Mutex
 	events map[string]map[int64]bus.Event
+	reads  atomic.Int64 // Events calls: catch-ups from the store
 }
 
 func newMemLog() *memLog { return &memLog{events: map[string]map[int64]bus.Event{}} }
@@ -78,6 +62,11 @@ func (l *memLog) commit(ws string, e bus.Event) {
 }
 
 func (l *memLog) Events(_ context.Context, ws string, after, upTo int64, limit int) ([]bus.Event, error) {
+	l.reads.Add(1)
+	return l.keptEvents(ws, after, upTo, limit), nil
+}
+
+func (l *memLog) keptEvents(ws string, after, upTo int64, limit int) []bus.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var seqs []int64
@@ -94,7 +83,7 @@ func (l *memLog) Events(_ context.Context, ws string, after, upTo int64, limit i
 	for i, s := range seqs {
 		out[i] = l.events[ws][s]
 	}
-	return out, nil
+	return out
 }
 
 func (l *memLog) Head(_ context.Context, ws string) (int64, error) {
@@ -108,7 +97,7 @@ func (l *memLog) Head(_ context.Context, ws string) (int64, error) {
 }
 
 func (l *memLog) kept(ws string, after, upTo int64) []int64 {
-	es, _ := l.Events(context.Background(), ws, after, upTo, 0)
+	es := l.keptEvents(ws, after, upTo, 0)
 	out := make([]int64, len(es))
 	for i, e := range es {
 		out[i] = e.Seq
@@ -373,9 +362,10 @@ func TestFollowAcrossOwners(t *testing.T) {
 	requireFeed(t, col.events(), log, "w", 0, 1100)
 }
 
-// The NATS server goes away and comes back: the owner goes on committing
-// and publishing meanwhile, streams on other nodes miss what was published
-// while they were cut off, and get it from the store once reconnected.
+// The NATS server goes away and comes back empty (a restart loses memory
+// streams): the owner goes on committing and publishing meanwhile, streams
+// on other nodes miss what was published while they were cut off, are
+// told, and get it from the store once reconnected, on the new stream.
 func TestReconnectCatchesUp(t *testing.T) {
 	s := natsServer(t, 0)
 	p0 := port(s)
@@ -410,26 +400,78 @@ func TestReconnectCatchesUp(t *testing.T) {
 	s.Shutdown()
 	s.WaitForShutdown()
 	publish(101, 300) // committed, and lost on the way
-	s2 := natsServer(t, p0)
+	natsServer(t, p0)
 	require.Eventually(t, func() bool { return owner.nc.IsConnected() && other.nc.IsConnected() },
 		15*time.Second, 20*time.Millisecond, "both nodes reconnect")
 	require.Eventually(t, func() bool { return lost.Load() > 0 }, 15*time.Second, 10*time.Millisecond,
-		"a reconnect is reported as a possible loss")
-	// Nothing more is published: the owner's beacon after its reconnect
-	// (or the other node's own reconnect) is what brings 101..300.
+		"a new stream is reported as a possible loss")
+	// Nothing more is published: the other node's restart on the new
+	// stream (or the owner's beacon after its reconnect) is what brings
+	// 101..300.
 	col.waitFor(t, 300)
 	publish(301, 400)
 	col.waitFor(t, 400)
 	requireFeed(t, col.events(), log, "w", 0, 400)
-	_ = s2
 }
 
-// A subscriber that cannot keep up loses events at NATS's pending limit;
-// it is told, and a stream catches up from the store.
-func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
+// A node cut off from NATS for a moment (the server drops its connection)
+// reads on from where it was once back: a stream gets every event
+// published meanwhile, the ephemeral ones too, in order, from the bus
+// alone.
+func TestReconnectResumesFromTheStream(t *testing.T) {
 	s := natsServer(t, 0)
 	owner := dial(t, s, "owner")
-	slow := dial(t, s, "slow", func(c *Config) { c.PendingMsgs = 8 })
+	node := dial(t, s, "node")
+	log := newMemLog()
+	var lost atomic.Int64
+	cancel, err := node.Subscribe("w", func(bus.Event) {}, func() { lost.Add(1) })
+	require.NoError(t, err)
+	defer cancel()
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: node, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+	publish := func(from, to int64) {
+		for seq := from; seq <= to; seq++ {
+			e := event(seq, seq%4 == 0)
+			log.commit("w", e)
+			p.Publish(e)
+		}
+	}
+	publish(1, 100)
+	col.waitFor(t, 100)
+
+	cid, err := node.nc.GetClientID()
+	require.NoError(t, err)
+	require.NoError(t, s.DisconnectClientByID(cid))
+	publish(101, 1000) // while the node is away
+	require.Eventually(t, func() bool { return node.nc.Stats().Reconnects > 0 && node.nc.IsConnected() },
+		15*time.Second, 10*time.Millisecond, "the node reconnects")
+	publish(1001, 1100)
+	col.waitFor(t, 1100)
+	got := col.events()
+	require.Equal(t, 1100, len(got), "every event, the ephemeral ones too")
+	for i, e := range got {
+		require.EqualValues(t, i+1, e.Seq)
+	}
+	require.Zero(t, lost.Load(), "nothing was lost")
+	require.Zero(t, log.reads.Load(), "nothing was read from the store")
+}
+
+// A node that falls behind further than the stream keeps (here 50 events
+// per workspace) loses the oldest of what it had not read; it is told, and
+// a stream catches up from the store.
+func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
+	s := natsServer(t, 0)
+	// Beacons are made too rare to help: the hole shows at the next frame.
+	small := func(c *Config) {
+		c.StreamMaxPerWorkspace, c.PendingMsgs, c.BeaconEvery = 50, minPendingMsgs, time.Minute
+	}
+	owner := dial(t, s, "owner", small)
+	slow := dial(t, s, "slow", small)
 	log := newMemLog()
 	gate := make(chan struct{})
 	var lost atomic.Int64
@@ -448,12 +490,66 @@ func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
 		log.commit("w", e)
 		p.Publish(e)
 	}
+	// Every event is in the stream (which keeps the last 50) before the
+	// slow node reads on.
+	select {
+	case <-owner.js.PublishAsyncComplete():
+	case <-time.After(15 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+	require.Zero(t, lost.Load())
+	close(gate)
 	require.Eventually(t, func() bool { return lost.Load() > 0 }, 15*time.Second, 10*time.Millisecond,
 		"the slow subscriber is told it lost events")
-	close(gate)
 	cancel()
 	col.waitFor(t, 500)
 	requireFeed(t, col.events(), log, "w", 0, 500)
+	require.NotZero(t, log.reads.Load(), "the discarded kept events came from the store")
+}
+
+// A node that falls behind within what the stream keeps is not dropped
+// anything: once it reads on, a stream gets every event, the ephemeral
+// ones too, in order, from the bus alone.
+func TestSlowFollowerGetsEveryEventFromTheBus(t *testing.T) {
+	s := natsServer(t, 0)
+	owner := dial(t, s, "owner")
+	slow := dial(t, s, "slow", func(c *Config) { c.PendingMsgs = minPendingMsgs })
+	log := newMemLog()
+	gate := make(chan struct{})
+	var lost atomic.Int64
+	var blocked sync.Once
+	cancel, err := slow.Subscribe("w", func(bus.Event) { blocked.Do(func() { <-gate }) }, func() { lost.Add(1) })
+	require.NoError(t, err)
+	defer cancel()
+	p, err := owner.Publisher("w", 0)
+	require.NoError(t, err)
+	defer p.Close()
+	col := newCollector()
+	feed, err := (&bus.Follower{Bus: slow, Log: log}).Follow("w", 0, col.fn)
+	require.NoError(t, err)
+	defer feed.Close()
+
+	const last = 3000 // far beyond what the node buffers
+	for seq := int64(1); seq <= last; seq++ {
+		e := event(seq, seq%4 == 0)
+		log.commit("w", e)
+		p.Publish(e)
+	}
+	select {
+	case <-owner.js.PublishAsyncComplete():
+	case <-time.After(15 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+	close(gate)
+	col.waitFor(t, last)
+	got := col.events()
+	require.Equal(t, last, len(got), "every event, the ephemeral ones too")
+	for i, e := range got {
+		require.EqualValues(t, i+1, e.Seq)
+		require.Equal(t, (i+1)%4 == 0, e.Kept)
+	}
+	require.Zero(t, lost.Load(), "nothing was lost")
+	require.Zero(t, log.reads.Load(), "nothing was read from the store")
 }
 
 // Garbage on a workspace's subject is dropped; the stream goes on.
@@ -468,10 +564,10 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 	require.NoError(t, err)
 	defer raw.Close()
 	subj := node.subject("w", "ev")
-	for _, junk := range [][]byte{nil, {0x01}, {0x01, 0x00, 0x80}, {0x07, 1, 2}, {0x01, 0, 1, 200, 'x'}} {
+	for _, junk := range [][]byte{nil, {0x01}, {0x01, 0x00, 0x80}, {0x07, 1, 2}, {0x01, 0, 1, 200, 'x'}, {0x01, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}} {
 		require.NoError(t, raw.Publish(subj, junk))
 	}
-	require.NoError(t, raw.Publish(subj, appendEvent(nil, event(1, true))))
+	require.NoError(t, raw.Publish(subj, appendEvent(nil, event(1, true), 0, 7)))
 	col.waitFor(t, 1)
 	require.Len(t, col.events(), 1)
 }
@@ -482,9 +578,13 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Seq: 1 << 40, Type: "", SessionID: "", Kept: false, Data: nil},
 		{Seq: 7, Type: "session.log", SessionID: "0198-uuid", Kept: true, Data: []byte("{}")},
 	} {
-		f, err := decode(appendEvent(nil, e))
+		b := appendEvent(nil, e, e.Seq-1, 0xfeedface12345678)
+		require.LessOrEqual(t, len(b), frameSize(e))
+		f, err := decode(b)
 		require.NoError(t, err)
 		require.False(t, f.beacon)
+		require.Equal(t, e.Seq-1, f.prev)
+		require.Equal(t, uint64(0xfeedface12345678), f.origin)
 		if len(e.Data) == 0 {
 			require.Empty(t, f.event.Data)
 			f.event.Data = e.Data
@@ -498,7 +598,8 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(appendEvent(nil, event(1, true)))
+	f.Add(appendEvent(nil, event(1, true), 0, 1))
+	f.Add(appendEvent(nil, event(9, false), 4, 1<<63))
 	f.Add(appendBeacon(nil, 12))
 	f.Add([]byte{0x01, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -510,77 +611,27 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded a non-positive seq %d", fr.event.Seq)
 		}
 		if !fr.beacon {
+			if fr.prev < 0 || fr.prev >= fr.event.Seq {
+				t.Fatalf("decoded prev %d for seq %d", fr.prev, fr.event.Seq)
+			}
 			// What decodes encodes back to the same bytes.
-			again := appendEvent(nil, fr.event)
+			again := appendEvent(nil, fr.event, fr.prev, fr.origin)
 			f2, err := decode(again)
-			if err != nil || f2.event.Seq != fr.event.Seq || f2.event.Type != fr.event.Type ||
-				f2.event.SessionID != fr.event.SessionID || string(f2.event.Data) != string(fr.event.Data) {
+			if err != nil || f2.event.Seq != fr.event.Seq || f2.event.Type != fr.event.Type || f2.prev != fr.prev ||
+				f2.origin != fr.origin || f2.event.SessionID != fr.event.SessionID || string(f2.event.Data) != string(fr.event.Data) {
 				t.Fatalf("round trip changed %q", b)
 			}
 		}
 	})
 }
 
-// BenchmarkDelivery measures events from a publisher on one node to a
-// subscriber on another, through a NATS server in this process.
-func BenchmarkDelivery(b *testing.B) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Start()
-	defer s.Shutdown()
-	if !s.ReadyForConnections(10 * time.Second) {
-		b.Fatal("nats server did not start")
-	}
-	pubNode, err := Dial(Config{URL: s.ClientURL(), Name: "a"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pubNode.Close()
-	subNode, err := Dial(Config{URL: s.ClientURL(), Name: "b"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer subNode.Close()
-	var got atomic.Int64
-	done := make(chan struct{}, 1)
-	var want atomic.Int64
-	cancel, err := subNode.Subscribe("w", func(e bus.Event) {
-		if got.Add(1) == want.Load() {
-			done <- struct{}{}
-		}
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cancel()
-	p, err := pubNode.Publisher("w", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	data := make([]byte, 200)
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	want.Store(int64(b.N))
-	for i := range b.N {
-		p.Publish(bus.Event{Seq: int64(i + 1), Type: "message.delta", SessionID: "s", Data: data})
-	}
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		b.Fatalf("delivered %d of %d", got.Load(), b.N)
-	}
-}
-
-// Events a node never heard of on the bus (committed and counted by an
-// owner that had nothing more to publish, or a burst's tail that NATS
-// dropped) reach its streams from the log all the same: the owner's
-// beacons tell the node where the events end.
+// Events a node never heard of on the bus, committed and counted by an
+// owner that died before publishing them, reach its streams from the log
+// all the same: the new owner's beacon, as it takes over, tells the node
+// where the events end (its periodic beacons are made too rare to).
 func TestAFollowerLearnsOfEventsItWasNeverSent(t *testing.T) {
 	s := natsServer(t, 0)
-	owner := dial(t, s, "owner", func(c *Config) { c.BeaconEvery = 20 * time.Millisecond })
+	owner := dial(t, s, "owner", func(c *Config) { c.BeaconEvery = time.Minute })
 	node := dial(t, s, "node")
 	log := newMemLog()
 	for seq := int64(1); seq <= 3; seq++ {
@@ -600,4 +651,78 @@ func TestAFollowerLearnsOfEventsItWasNeverSent(t *testing.T) {
 	defer p.Close()
 	col.waitFor(t, 6)
 	requireFeed(t, col.events(), log, "w", 0, 6)
+}
+
+// Unsubscribing and closing stop every goroutine the bus started: its
+// consumers', its publishers' and the connection's.
+func TestCloseStopsEverything(t *testing.T) {
+	s := natsServer(t, 0)
+	// The stream is the server's: make it before counting goroutines.
+	first, err := Dial(Config{URL: s.ClientURL(), Name: "first"})
+	require.NoError(t, err)
+	first.Close()
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	a, err := Dial(Config{URL: s.ClientURL(), Name: "a"})
+	require.NoError(t, err)
+	b, err := Dial(Config{URL: s.ClientURL(), Name: "b"})
+	require.NoError(t, err)
+	col := newCollector()
+	cancel1, err := b.Subscribe("w", col.fn, nil)
+	require.NoError(t, err)
+	cancel2, err := b.Subscribe("w", func(bus.Event) {}, nil)
+	require.NoError(t, err)
+	_, err = b.Subscribe("v", func(bus.Event) {}, nil) // left to Close
+	require.NoError(t, err)
+	p, err := a.Publisher("w", 0)
+	require.NoError(t, err)
+	p.Publish(event(1, true))
+	col.waitFor(t, 1)
+	cancel1()
+	cancel2()
+	_, err = a.Publisher("v", 0) // left to Close
+	require.NoError(t, err)
+	p.Close()
+	a.Close()
+	b.Close()
+}
+
+// A NATS server without JetStream is refused at Dial, saying what it
+// lacks.
+func TestDialNeedsJetStream(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	defer s.Shutdown()
+	start := time.Now()
+	_, err = Dial(Config{URL: s.ClientURL(), Name: "n"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "nats-server -js")
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Nodes starting together all get the one stream: creating it is
+// idempotent, and a node whose settings differ brings it up to date.
+func TestDialTogether(t *testing.T) {
+	s := natsServer(t, 0)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			b, err := Dial(Config{URL: s.ClientURL(), Name: fmt.Sprint("n", i), StreamMaxAge: time.Duration(1+i%2) * time.Minute})
+			errs[i] = err
+			if err == nil {
+				b.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "node %d", i)
+	}
+	b := dial(t, s, "last", func(c *Config) { c.StreamMaxAge = 3 * time.Minute })
+	info, err := b.js.Stream(context.Background(), b.stream)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Minute, info.CachedInfo().Config.MaxAge)
+	require.Equal(t, []string{"tandem.ws.*.ev"}, info.CachedInfo().Config.Subjects)
 }
