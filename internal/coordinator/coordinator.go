@@ -324,7 +324,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		return proto.PromptAccepted{}, err
 	}
 	if req.ClientID != "" {
-		c.cfg.Sessions.Join(sess.ID, req.ClientID)
+		c.cfg.Sessions.Join(ws, sess.ID, req.ClientID)
 	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }
