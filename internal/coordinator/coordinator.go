@@ -544,7 +544,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			return
 		}
 		if batch := sr.canceledHeadLocked(); len(batch) > 0 {
-			sr.queue = sr.queue[len(batch):]
+			sr.dropHeadLocked(len(batch))
 			sr.active = batch[0]
 			history := sr.historyLocked()
 			sr.mu.Unlock()
@@ -552,7 +552,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			continue
 		}
 		r := sr.queue[0]
-		sr.queue = sr.queue[1:]
+		sr.dropHeadLocked(1)
 		sr.active = r
 		ctx, cancel := context.WithCancel(sr.ws.Context())
 		r.cancel = cancel
@@ -564,6 +564,18 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 
 		c.execute(ctx, sr, r, history)
 		cancel()
+	}
+}
+
+// dropHeadLocked takes the first n runs off the queue. Their slots are
+// cleared and an emptied queue lets go of its array: a slice resliced to
+// nothing still holds its array, so each idle session kept its last run
+// (prompt, attachments, session record) for as long as it lived.
+func (sr *sessionRuns) dropHeadLocked(n int) {
+	clear(sr.queue[:n])
+	sr.queue = sr.queue[n:]
+	if len(sr.queue) == 0 {
+		sr.queue = nil
 	}
 }
 
