@@ -962,6 +962,16 @@ func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
 	}
 }
 
+// SweepIdle forgets what the coordinator keeps for sessions that were idle
+// at the previous sweep and have not run since (their histories) and the
+// system prompts no step asked for meanwhile. Its caller calls it every few
+// minutes, so that memory comes back once the load is gone; the caches'
+// bounds hold it down under load.
+func (c *Coordinator) SweepIdle() {
+	c.hist.sweep()
+	c.prompts.sweep()
+}
+
 // Wait waits for every session worker to exit, and for the MCP servers
 // retired meanwhile to stop.
 func (c *Coordinator) Wait(ctx context.Context) error {
