@@ -137,6 +137,11 @@ type Service struct {
 // it need not read the session again before each model step.
 func (s *Service) Changes() uint64 { return s.changes.Load() }
 
+// SweepIdle forgets the session records no request read since the previous
+// sweep. Its caller calls it every few minutes, so that memory comes back
+// once the load is gone; the cache's bounds hold it down under load.
+func (s *Service) SweepIdle() { s.cached.sweep() }
+
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
 	if cfg.Logger == nil {
