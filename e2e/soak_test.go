@@ -121,6 +121,7 @@ func BenchmarkSoak(b *testing.B) {
 	round(int64(sessions))
 	first := settledHeap()
 	soakProfile(b, "first")
+	firstRSS := returnedRSS()
 	rest := int64(max(runs-sessions, 0))
 	round(rest / 2)
 	mid := settledHeap()
@@ -154,12 +155,13 @@ func BenchmarkSoak(b *testing.B) {
 	// The process's resident memory, the benchmark's own included, once
 	// the runtime gave back what it could: SQLite's page cache (outside the
 	// Go heap) shows here only.
+	b.ReportMetric(mib(firstRSS), "rss-MiB-after-first-round")
 	b.ReportMetric(mib(lastRSS), "rss-MiB-at-end")
 	b.ReportMetric(mib(sweptRSS), "rss-MiB-swept")
 	b.ReportMetric(float64(runs)/elapsed.Seconds(), "runs/s")
-	b.Logf("heap in use (live) MiB: %.1f (%.1f) after %d runs, %.1f (%.1f) halfway, %.1f (%.1f) after %d, %.1f (%.1f) swept; RSS %.1f at end, %.1f swept",
+	b.Logf("heap in use (live) MiB: %.1f (%.1f) after %d runs, %.1f (%.1f) halfway, %.1f (%.1f) after %d, %.1f (%.1f) swept; RSS %.1f after the first round, %.1f at end, %.1f swept",
 		mib(first.HeapInuse), mib(first.HeapAlloc), sessions, mib(mid.HeapInuse), mib(mid.HeapAlloc),
-		mib(last.HeapInuse), mib(last.HeapAlloc), runs, mib(swept.HeapInuse), mib(swept.HeapAlloc), mib(lastRSS), mib(sweptRSS))
+		mib(last.HeapInuse), mib(last.HeapAlloc), runs, mib(swept.HeapInuse), mib(swept.HeapAlloc), mib(firstRSS), mib(lastRSS), mib(sweptRSS))
 	// The caches fill as the histories grow (the providers' encodings,
 	// 16 MiB; idle sessions' histories, 24 MiB; the workspace's ring of
 	// recent events, 8 MiB: HeapInuse counts them with the spans they
