@@ -96,8 +96,8 @@ type Config struct {
 	LeaseTTL time.Duration
 	// IdleSweeps are the ticks of the sweeps that drop what the caches keep
 	// for sessions idle since the sweep before (histories, encodings,
-	// session records, system prompts), so that memory comes back once the
-	// load is gone; nil means every IdleSweepEvery.
+	// session records, system prompts, session approvals), so that memory
+	// comes back once the load is gone; nil means every IdleSweepEvery.
 	IdleSweeps <-chan time.Time
 }
 
@@ -113,6 +113,7 @@ type Server struct {
 	hub        *hub.Hub
 	workspaces *workspace.Manager
 	sessions   *session.Service
+	broker     *pending.Broker
 	runs       *coordinator.Coordinator
 	tools      *toolset.Set
 	providers  *registry.Registry
@@ -225,6 +226,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	broker := pending.New(db, func(ws *workspace.Workspace, sessionID, runID string) {
 		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
 	}, cfg.Logger)
+	s.broker = broker
 	tools := toolset.New(broker)
 	s.tools = tools
 	s.sessions = session.NewService(session.Config{
@@ -331,6 +333,7 @@ func (s *Server) sweepIdle(ticks <-chan time.Time) {
 		case <-ticks:
 			s.runs.SweepIdle()
 			s.sessions.SweepIdle()
+			s.broker.SweepIdle()
 			s.providers.SweepIdle()
 		}
 	}
