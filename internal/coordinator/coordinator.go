@@ -970,6 +970,38 @@ func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
 func (c *Coordinator) SweepIdle() {
 	c.hist.sweep()
 	c.prompts.sweep()
+	// A session with nothing in memory any more leaves the map too, or the
+	// map would keep every session ever prompted; its next prompt makes its
+	// state machine again.
+	c.mu.Lock()
+	srs := make([]*sessionRuns, 0, len(c.sessions))
+	for _, sr := range c.sessions {
+		srs = append(srs, sr)
+	}
+	c.mu.Unlock()
+	var dropped []*sessionRuns
+	for _, sr := range srs {
+		sr.mu.Lock()
+		if sr.idle == nil && sr.active == nil && len(sr.queue) == 0 && sr.history == nil &&
+			sr.deleting == 0 && !sr.deleted && !sr.dropped {
+			c.dropLocked(sr)
+			dropped = append(dropped, sr)
+		}
+		sr.mu.Unlock()
+	}
+	for _, sr := range dropped {
+		c.hist.forget(sr)
+	}
+	if len(dropped) > 0 {
+		// A new map: one that only had keys deleted keeps its size.
+		c.mu.Lock()
+		sessions := make(map[string]*sessionRuns, len(c.sessions))
+		for id, sr := range c.sessions {
+			sessions[id] = sr
+		}
+		c.sessions = sessions
+		c.mu.Unlock()
+	}
 }
 
 // Wait waits for every session worker to exit, and for the MCP servers

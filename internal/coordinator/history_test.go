@@ -110,3 +110,25 @@ func TestSweepDropsHistoriesIdleSinceThePreviousSweep(t *testing.T) {
 	require.Empty(t, h.idle)
 	require.Zero(t, h.bytes)
 }
+
+// TestSweepDropsSessionsWithNothingInMemory: once a session's history is
+// swept, its state machine leaves the coordinator's map too, so the map
+// does not keep every session ever prompted; busy sessions and sessions
+// being deleted stay.
+func TestSweepDropsSessionsWithNothingInMemory(t *testing.T) {
+	c := New(Config{})
+	quiet, busy, deleting := idleWith(t, 1, 100), idleWith(t, 2, 100), idleWith(t, 3, 100)
+	for _, sr := range []*sessionRuns{quiet, busy, deleting} {
+		c.sessions[sr.id] = sr
+		c.hist.went(sr)
+	}
+	busy.idle = make(chan struct{})
+	deleting.deleting = 1
+	c.SweepIdle()
+	require.Len(t, c.sessions, 3, "a first sweep only notes who is idle")
+	c.SweepIdle()
+	require.Nil(t, c.existing(quiet.id))
+	require.True(t, quiet.dropped, "whoever holds it looks the session up again")
+	require.Same(t, busy, c.existing(busy.id))
+	require.Same(t, deleting, c.existing(deleting.id))
+}
