@@ -159,9 +159,9 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(mib(lastRSS), "rss-MiB-at-end")
 	b.ReportMetric(mib(sweptRSS), "rss-MiB-swept")
 	b.ReportMetric(float64(runs)/elapsed.Seconds(), "runs/s")
-	b.Logf("heap in use (live) MiB: %.1f (%.1f) after %d runs, %.1f (%.1f) halfway, %.1f (%.1f) after %d, %.1f (%.1f) swept; RSS %.1f after the first round, %.1f at end, %.1f swept",
+	b.Logf("heap in use (live) MiB: %.1f (%.1f) after %d runs, %.1f (%.1f) halfway, %.1f (%.1f) after %d, %.1f (%.1f) swept; RSS %.1f after the first round, %.1f at end, %.1f swept; %.0f runs/s",
 		mib(first.HeapInuse), mib(first.HeapAlloc), sessions, mib(mid.HeapInuse), mib(mid.HeapAlloc),
-		mib(last.HeapInuse), mib(last.HeapAlloc), runs, mib(swept.HeapInuse), mib(swept.HeapAlloc), mib(firstRSS), mib(lastRSS), mib(sweptRSS))
+		mib(last.HeapInuse), mib(last.HeapAlloc), runs, mib(swept.HeapInuse), mib(swept.HeapAlloc), mib(firstRSS), mib(lastRSS), mib(sweptRSS), float64(runs)/elapsed.Seconds())
 	// The caches fill as the histories grow (the providers' encodings,
 	// 16 MiB; idle sessions' histories, 24 MiB; the workspace's ring of
 	// recent events, 8 MiB: HeapInuse counts them with the spans they
