@@ -91,6 +91,7 @@ func (h *History) Read(ctx context.Context, st store.Store, sessionID string, fn
 		// Messages recorded before the load may or may not be committed
 		// yet; either way they are newer than what the store returned.
 		recent := h.msgs
+		share(stored, sessionID)
 		h.msgs, h.index, h.size = stored, make(map[string]int, len(stored)+len(recent)), 0
 		for i := range stored {
 			h.index[stored[i].ID] = i
@@ -103,6 +104,54 @@ func (h *History) Read(ctx context.Context, st store.Store, sessionID string, fn
 	}
 	fn(h.msgs)
 	return nil
+}
+
+// share makes the messages read from the store share the strings that
+// repeat from one message to the next instead of holding a copy each, as
+// decoding leaves them: the session id, the roles, the run id of a
+// prompt and its answer, the model, the client, the part types and finish
+// reasons. That is a third of a loaded message's allocations, and the
+// tiny ones: evicted and loaded again and again, a history's small objects
+// scatter over the heap's spans and keep more of it in use than they hold.
+func share(msgs []proto.Message, sessionID string) {
+	var prev *proto.Message
+	for i := range msgs {
+		m := &msgs[i]
+		if m.SessionID == sessionID {
+			m.SessionID = sessionID
+		}
+		m.Role = known(m.Role, proto.RoleUser, proto.RoleAssistant)
+		if prev != nil {
+			same(&m.RunID, prev.RunID)
+			same(&m.Model, prev.Model)
+			same(&m.ClientID, prev.ClientID)
+		}
+		for j := range m.Parts {
+			p := &m.Parts[j]
+			p.Type = known(p.Type, proto.PartText, proto.PartFinish, proto.PartToolCall, proto.PartToolResult,
+				proto.PartReasoning, proto.PartAttachment, proto.PartSummary)
+			p.Reason = known(p.Reason, proto.FinishEndTurn, proto.FinishToolUse, proto.FinishMaxTokens,
+				proto.FinishCanceled, proto.FinishError, proto.FinishInterrupted)
+		}
+		prev = m
+	}
+}
+
+// known returns the constant among names that equals s, else s.
+func known(s string, names ...string) string {
+	for _, n := range names {
+		if s == n {
+			return n
+		}
+	}
+	return s
+}
+
+// same points *s at v's bytes when they are equal.
+func same(s *string, v string) {
+	if *s == v {
+		*s = v
+	}
 }
 
 // Record hands m to write, which persists it or queues it to be, and then

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -198,4 +200,29 @@ func TestHistorySizeFollowsItsMessages(t *testing.T) {
 	// Replacing a message with a longer version counts the difference.
 	require.NoError(t, h.Record(proto.Message{ID: "m5", Role: proto.RoleUser, Parts: text(51000)}, noWrite))
 	require.Equal(t, grown+50000, h.Size())
+}
+
+// A history loaded from the store holds the strings that repeat from one
+// message to the next once, not a copy per message as decoding leaves them.
+func TestLoadedHistorySharesRepeatedStrings(t *testing.T) {
+	ctx := context.Background()
+	st, sid := newHistoryStore(t)
+	runID := uuid.NewString()
+	for _, role := range []string{proto.RoleUser, proto.RoleAssistant} {
+		m := textMessage(sid, "hello")
+		m.Role, m.RunID, m.Model = role, runID, "openai/fake"
+		m.Parts = append(m.Parts, proto.Part{Type: proto.PartFinish, Reason: proto.FinishEndTurn})
+		require.NoError(t, st.put(m))
+	}
+	var h History
+	require.NoError(t, h.Read(ctx, st, strings.Clone(sid), func(msgs []proto.Message) {
+		require.Len(t, msgs, 2)
+		a, b := msgs[0], msgs[1]
+		require.True(t, unsafe.StringData(a.SessionID) == unsafe.StringData(b.SessionID), "session id")
+		require.True(t, unsafe.StringData(a.RunID) == unsafe.StringData(b.RunID), "run id")
+		require.True(t, unsafe.StringData(a.Model) == unsafe.StringData(b.Model), "model")
+		require.True(t, unsafe.StringData(proto.RoleAssistant) == unsafe.StringData(b.Role), "role")
+		require.True(t, unsafe.StringData(proto.PartText) == unsafe.StringData(b.Parts[0].Type), "part type")
+		require.True(t, unsafe.StringData(proto.FinishEndTurn) == unsafe.StringData(b.Parts[1].Reason), "finish reason")
+	}))
 }

@@ -334,7 +334,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 		return proto.PromptAccepted{}, err
 	}
 	if req.ClientID != "" {
-		c.cfg.Sessions.Join(sess.ID, req.ClientID)
+		c.cfg.Sessions.Join(ws, sess.ID, req.ClientID)
 	}
 	return proto.PromptAccepted{RunID: r.id, SessionID: sess.ID, State: state, Position: position}, nil
 }
@@ -563,7 +563,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			return
 		}
 		if batch := sr.canceledHeadLocked(); len(batch) > 0 {
-			sr.queue = sr.queue[len(batch):]
+			sr.dropHeadLocked(len(batch))
 			sr.active = batch[0]
 			history := sr.historyLocked()
 			sr.mu.Unlock()
@@ -571,7 +571,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 			continue
 		}
 		r := sr.queue[0]
-		sr.queue = sr.queue[1:]
+		sr.dropHeadLocked(1)
 		sr.active = r
 		ctx, cancel := context.WithCancel(sr.ws.Context())
 		r.cancel = cancel
@@ -583,6 +583,18 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 
 		c.execute(ctx, sr, r, history)
 		cancel()
+	}
+}
+
+// dropHeadLocked takes the first n runs off the queue. Their slots are
+// cleared and an emptied queue lets go of its array: a slice resliced to
+// nothing still holds its array, so each idle session kept its last run
+// (prompt, attachments, session record) for as long as it lived.
+func (sr *sessionRuns) dropHeadLocked(n int) {
+	clear(sr.queue[:n])
+	sr.queue = sr.queue[n:]
+	if len(sr.queue) == 0 {
+		sr.queue = nil
 	}
 }
 
@@ -996,6 +1008,48 @@ func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
 	defer cancel()
 	for _, id := range ids {
 		c.waitIdle(ctx, id)
+	}
+}
+
+// SweepIdle forgets what the coordinator keeps for sessions that were idle
+// at the previous sweep and have not run since (their histories) and the
+// system prompts no step asked for meanwhile. Its caller calls it every few
+// minutes, so that memory comes back once the load is gone; the caches'
+// bounds hold it down under load.
+func (c *Coordinator) SweepIdle() {
+	c.hist.sweep()
+	c.prompts.sweep()
+	// A session with nothing in memory any more leaves the map too, or the
+	// map would keep every session ever prompted; its next prompt makes its
+	// state machine again.
+	c.mu.Lock()
+	srs := make([]*sessionRuns, 0, len(c.sessions))
+	for _, sr := range c.sessions {
+		srs = append(srs, sr)
+	}
+	c.mu.Unlock()
+	var dropped []*sessionRuns
+	for _, sr := range srs {
+		sr.mu.Lock()
+		if sr.idle == nil && sr.active == nil && len(sr.queue) == 0 && sr.history == nil &&
+			sr.deleting == 0 && !sr.deleted && !sr.dropped {
+			c.dropLocked(sr)
+			dropped = append(dropped, sr)
+		}
+		sr.mu.Unlock()
+	}
+	for _, sr := range dropped {
+		c.hist.forget(sr)
+	}
+	if len(dropped) > 0 {
+		// A new map: one that only had keys deleted keeps its size.
+		c.mu.Lock()
+		sessions := make(map[string]*sessionRuns, len(c.sessions))
+		for id, sr := range c.sessions {
+			sessions[id] = sr
+		}
+		c.sessions = sessions
+		c.mu.Unlock()
 	}
 }
 

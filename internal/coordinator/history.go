@@ -31,6 +31,8 @@ type histories struct {
 type idleHistory struct {
 	sr   *sessionRuns
 	size int64
+	// seen is set by a sweep that found the session idle (see sweep).
+	seen bool
 }
 
 // historyLocked returns the session's conversation, creating it if needed.
@@ -60,10 +62,41 @@ func (h *histories) went(sr *sessionRuns) {
 		h.idle = slices.Delete(h.idle, 0, 1)
 	}
 	h.mu.Unlock()
-	for _, s := range evict {
+	drop(evict)
+}
+
+// sweep drops the histories of the sessions that were idle at the previous
+// sweep and have not run since, so that memory comes back once the load is
+// gone: called every few minutes, a history outlives its session's last
+// run by one to two periods. The bounds alone would keep them forever.
+func (h *histories) sweep() {
+	h.mu.Lock()
+	var evict []*sessionRuns
+	kept := h.idle[:0]
+	for _, e := range h.idle {
+		if e.seen {
+			evict = append(evict, e.sr)
+			h.bytes -= e.size
+			continue
+		}
+		e.seen = true
+		kept = append(kept, e)
+	}
+	clear(h.idle[len(kept):])
+	h.idle = kept
+	if len(h.idle) == 0 {
+		h.idle = nil
+	}
+	h.mu.Unlock()
+	drop(evict)
+}
+
+// drop forgets the histories of sessions taken off the idle list. A
+// session that became busy again keeps its history; it comes back to the
+// list when it goes idle.
+func drop(srs []*sessionRuns) {
+	for _, s := range srs {
 		s.mu.Lock()
-		// A session that became busy again keeps its history; it comes back
-		// to the list when it goes idle.
 		if s.idle == nil {
 			s.history = nil
 		}

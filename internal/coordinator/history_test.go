@@ -75,3 +75,60 @@ func TestIdleHistoriesEvictAtTheirBounds(t *testing.T) {
 	}
 	require.Equal(t, sum, h.bytes)
 }
+
+// TestSweepDropsHistoriesIdleSinceThePreviousSweep: a sweep drops the
+// histories of the sessions that were already idle at the sweep before and
+// have not run since; one that ran in between, or is running, keeps its.
+func TestSweepDropsHistoriesIdleSinceThePreviousSweep(t *testing.T) {
+	var h histories
+	quiet, ranAgain, busy := idleWith(t, 1, 100), idleWith(t, 2, 100), idleWith(t, 3, 100)
+	for _, sr := range []*sessionRuns{quiet, ranAgain, busy} {
+		h.went(sr)
+	}
+	h.sweep()
+	n, _ := kept([]*sessionRuns{quiet, ranAgain, busy})
+	require.Equal(t, 3, n, "a first sweep only notes who is idle")
+
+	h.went(ranAgain) // it ran, and went idle again
+	busy.idle = make(chan struct{})
+	late := idleWith(t, 4, 100)
+	h.went(late) // idle since the first sweep only
+	h.sweep()
+	require.Nil(t, quiet.history, "idle across two sweeps")
+	require.NotNil(t, ranAgain.history)
+	require.NotNil(t, busy.history, "a running session keeps its history")
+	require.NotNil(t, late.history)
+
+	busy.idle = nil
+	h.went(busy)
+	h.sweep()
+	h.sweep()
+	n, _ = kept([]*sessionRuns{quiet, ranAgain, busy, late})
+	require.Zero(t, n, "once the load is gone, every history goes")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(t, h.idle)
+	require.Zero(t, h.bytes)
+}
+
+// TestSweepDropsSessionsWithNothingInMemory: once a session's history is
+// swept, its state machine leaves the coordinator's map too, so the map
+// does not keep every session ever prompted; busy sessions and sessions
+// being deleted stay.
+func TestSweepDropsSessionsWithNothingInMemory(t *testing.T) {
+	c := New(Config{})
+	quiet, busy, deleting := idleWith(t, 1, 100), idleWith(t, 2, 100), idleWith(t, 3, 100)
+	for _, sr := range []*sessionRuns{quiet, busy, deleting} {
+		c.sessions[sr.id] = sr
+		c.hist.went(sr)
+	}
+	busy.idle = make(chan struct{})
+	deleting.deleting = 1
+	c.SweepIdle()
+	require.Len(t, c.sessions, 3, "a first sweep only notes who is idle")
+	c.SweepIdle()
+	require.Nil(t, c.existing(quiet.id))
+	require.True(t, quiet.dropped, "whoever holds it looks the session up again")
+	require.Same(t, busy, c.existing(busy.id))
+	require.Same(t, deleting, c.existing(deleting.id))
+}

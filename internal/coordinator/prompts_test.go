@@ -61,3 +61,25 @@ func TestSystemPromptsEvictAtTheirBounds(t *testing.T) {
 	}
 	assert.Equal(t, 2, builds)
 }
+
+// TestSweepForgetsPromptsUnusedSinceThePreviousSweep: a prompt no step
+// asked for between two sweeps is forgotten; one asked for stays.
+func TestSweepForgetsPromptsUnusedSinceThePreviousSweep(t *testing.T) {
+	var p systemPrompts
+	builds := 0
+	build := func() string { builds++; return "prompt" }
+	p.get([]string{"a"}, build)
+	p.get([]string{"b"}, build)
+	p.sweep()
+	p.get([]string{"a"}, build)
+	p.sweep()
+	assert.Equal(t, 2, builds)
+	assert.Len(t, p.m, 1)
+	assert.Equal(t, len("a")+len("prompt"), p.bytes)
+	p.get([]string{"a"}, build)
+	assert.Equal(t, 2, builds, "a prompt asked for since the sweep before is kept")
+	p.sweep()
+	p.sweep()
+	assert.Empty(t, p.m)
+	assert.Zero(t, p.bytes)
+}

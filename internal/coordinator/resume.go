@@ -48,7 +48,7 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 		c.mcp.found(sess.ID)
 	}
 	active := c.inMemory(sess.ID) || c.cfg.Sessions.OtherClientAttached(ws, sess.ID, req.ClientID)
-	c.cfg.Sessions.Join(sess.ID, req.ClientID)
+	c.cfg.Sessions.Join(ws, sess.ID, req.ClientID)
 
 	if _, err := ws.Emit(ctx, workspace.Draft{Type: proto.EventSessionResumed, SessionID: sess.ID, Data: proto.SessionResumed{
 		ClientID: req.ClientID, ContinuePendingWork: req.ContinuePendingWork, SessionWasActive: active,

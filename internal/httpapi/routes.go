@@ -151,7 +151,7 @@ func (a *API) decodeStream(w http.ResponseWriter, r *http.Request) (*workspace.W
 			return nil, nil, false
 		}
 		opts.SessionID = sid
-		a.cfg.Sessions.Join(sid, clientID)
+		a.cfg.Sessions.Join(ws, sid, clientID)
 	}
 	n, resume, err := parseLastEventID(r.Header.Get("Last-Event-ID"), q.Get("last_event_id"))
 	if err != nil {

@@ -75,7 +75,9 @@ type Broker struct {
 	mu        sync.Mutex
 	waiters   map[string]chan Answer
 	approvals map[string]map[string]bool // session -> kinds it approved, as read from the store (see approvalsLocked)
-	revive    Reviver
+	// used are the sessions of approvals asked about since the last sweep.
+	used   map[string]struct{}
+	revive Reviver
 }
 
 // New returns a Broker over st; revive brings back the runs it suspended
@@ -123,6 +125,7 @@ func (b *Broker) ApprovedForSession(ctx context.Context, sessionID, kind string)
 // the store the first time.
 func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[string]bool, error) {
 	if kinds, ok := b.approvals[sessionID]; ok {
+		b.useLocked(sessionID)
 		return kinds, nil
 	}
 	list, err := b.store.SessionApprovals(ctx, sessionID)
@@ -134,7 +137,33 @@ func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[str
 		kinds[k] = true
 	}
 	b.approvals[sessionID] = kinds
+	b.useLocked(sessionID)
 	return kinds, nil
+}
+
+func (b *Broker) useLocked(sessionID string) {
+	if b.used == nil {
+		b.used = make(map[string]struct{})
+	}
+	b.used[sessionID] = struct{}{}
+}
+
+// SweepIdle forgets the approvals of the sessions no permission request
+// asked about since the previous sweep; they are read from the store again
+// when one does. Without it every session that ever asked for a permission
+// kept its entry for as long as the server lived. Its caller calls it every
+// few minutes.
+func (b *Broker) SweepIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// A new map: one that only had keys deleted keeps its size.
+	approvals := make(map[string]map[string]bool, len(b.used))
+	for id := range b.used {
+		if kinds, ok := b.approvals[id]; ok {
+			approvals[id] = kinds
+		}
+	}
+	b.approvals, b.used = approvals, nil
 }
 
 // AskPermission parks until the permission request for ref's tool call is
@@ -535,6 +564,7 @@ func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, ses
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.approvals, sessionID)
+	delete(b.used, sessionID)
 	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Resolved })
 	if err != nil {
 		b.log.Error("list pending requests", "session_id", sessionID, "err", err)

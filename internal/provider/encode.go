@@ -46,6 +46,8 @@ type encodedEntry struct {
 	msg    Message
 	enc    []byte
 	cost   int64
+	// used is set when the entry is kept or served, and cleared by Sweep.
+	used bool
 }
 
 // NewEncodeCache returns a cache that holds at most maxBytes.
@@ -67,6 +69,7 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 	if el, ok := c.entries[key]; ok {
 		e := el.Value.(*encodedEntry)
 		if e.format == format && sameMessage(&e.msg, &m) {
+			e.used = true
 			c.lru.MoveToFront(el)
 			c.mu.Unlock()
 			return e.enc, nil
@@ -93,12 +96,39 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 		// message has the same hash: the newer one wins.
 		c.removeLocked(el)
 	}
-	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, msg: m, enc: enc, cost: cost})
+	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, msg: m, enc: enc, cost: cost, used: true})
 	c.size += cost
 	for c.size > c.max {
 		c.removeLocked(c.lru.Back())
 	}
 	return enc, nil
+}
+
+// Sweep drops the entries no request used since the previous Sweep. Its
+// caller sweeps every few minutes, so that a server whose load is gone lets
+// go of the encodings of its busy hours; the bound holds the cache down
+// under load.
+func (c *EncodeCache) Sweep() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for el := c.lru.Front(); el != nil; {
+		next := el.Next()
+		if e := el.Value.(*encodedEntry); e.used {
+			e.used = false
+		} else {
+			c.removeLocked(el)
+		}
+		el = next
+	}
+	// A new map: one that only had keys deleted keeps its size.
+	entries := make(map[uint64]*list.Element, len(c.entries))
+	for k, el := range c.entries {
+		entries[k] = el
+	}
+	c.entries = entries
 }
 
 func (c *EncodeCache) removeLocked(el *list.Element) {

@@ -160,3 +160,35 @@ func TestNilEncodeCacheEncodesEveryTime(t *testing.T) {
 	}
 	require.Equal(t, 3, enc.calls())
 }
+
+// TestEncodeCacheSweepDropsWhatNoRequestUsed: an entry no request used
+// between two sweeps is dropped; one used stays, and once nothing is used
+// the cache is empty.
+func TestEncodeCacheSweepDropsWhatNoRequestUsed(t *testing.T) {
+	c := NewEncodeCache(1 << 20)
+	var enc counting
+	used, unused := Message{Role: RoleUser, Text: "used"}, Message{Role: RoleUser, Text: "unused"}
+	for _, m := range []Message{used, unused} {
+		_, err := c.Encode("f", m, enc.encode)
+		require.NoError(t, err)
+	}
+	c.Sweep()
+	_, err := c.Encode("f", used, enc.encode)
+	require.NoError(t, err)
+	c.Sweep()
+	require.Equal(t, 2, enc.calls())
+	_, err = c.Encode("f", used, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 2, enc.calls(), "used since the sweep before, it was dropped")
+	_, err = c.Encode("f", unused, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 3, enc.calls(), "unused across two sweeps, it was kept")
+
+	c.Sweep()
+	c.Sweep()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Empty(t, c.entries)
+	require.Zero(t, c.lru.Len())
+	require.Zero(t, c.size)
+}

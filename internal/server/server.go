@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -97,7 +98,16 @@ type Config struct {
 	// workspaces to take over and refreshes its claims; it must be well
 	// under LeaseTTL. 0 means cluster.DefaultTick.
 	ClusterTick time.Duration
+	// IdleSweeps are the ticks of the sweeps that drop what the caches keep
+	// for sessions idle since the sweep before (histories, encodings,
+	// session records, system prompts, session approvals), so that memory
+	// comes back once the load is gone; nil means every IdleSweepEvery.
+	IdleSweeps <-chan time.Time
 }
+
+// IdleSweepEvery is how often a server sweeps its caches: what an idle
+// session kept goes 5 to 10 minutes after its last run.
+const IdleSweepEvery = 5 * time.Minute
 
 // Server is a running Tandem.
 type Server struct {
@@ -107,6 +117,7 @@ type Server struct {
 	hub        *hub.Hub
 	workspaces *workspace.Manager
 	sessions   *session.Service
+	broker     *pending.Broker
 	runs       *coordinator.Coordinator
 	tools      *toolset.Set
 	providers  *registry.Registry
@@ -118,6 +129,12 @@ type Server struct {
 	bus    *natsbus.Bus
 	natsc  *nats.Conn
 	nodeID string
+
+	// stopSweeps ends the idle sweeps, and sweepsDone is closed once they
+	// have.
+	stopSweeps     chan struct{}
+	sweepsDone     chan struct{}
+	stopSweepsOnce sync.Once
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -219,6 +236,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	broker := pending.New(db, func(ws *workspace.Workspace, sessionID, runID string) {
 		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
 	}, cfg.Logger)
+	s.broker = broker
 	tools := toolset.New(broker)
 	s.tools = tools
 	s.sessions = session.NewService(session.Config{
@@ -307,7 +325,30 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.stopSweeps, s.sweepsDone = make(chan struct{}), make(chan struct{})
+	go s.sweepIdle(cfg.IdleSweeps)
 	return s, nil
+}
+
+// sweepIdle sweeps the caches at every tick until Shutdown.
+func (s *Server) sweepIdle(ticks <-chan time.Time) {
+	defer close(s.sweepsDone)
+	if ticks == nil {
+		t := time.NewTicker(IdleSweepEvery)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-s.stopSweeps:
+			return
+		case <-ticks:
+			s.runs.SweepIdle()
+			s.sessions.SweepIdle()
+			s.broker.SweepIdle()
+			s.providers.SweepIdle()
+		}
+	}
 }
 
 // Handler is the server's root HTTP handler (tests serve it with httptest).
@@ -357,6 +398,8 @@ func LocalURL(addr net.Addr) string {
 // cancels runs, ends streams and closes the database. It is safe to call on a
 // server that never served (tests using Handler).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopSweepsOnce.Do(func() { close(s.stopSweeps) })
+	<-s.sweepsDone
 	s.api.BeginShutdown()
 	s.workspaces.Shutdown(ctx)
 	var errs []error

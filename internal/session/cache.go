@@ -28,6 +28,9 @@ type cache struct {
 	epoch uint64
 	m     map[string]store.Session
 	bytes int // recordBytes of m's records, summed
+	// used are the sessions whose records were served or kept since the
+	// last sweep.
+	used map[string]struct{}
 }
 
 // recordBytes is roughly what rec holds in memory.
@@ -43,7 +46,33 @@ func (c *cache) get(sessionID string) (store.Session, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec, ok := c.m[sessionID]
+	if ok {
+		c.useLocked(sessionID)
+	}
 	return rec, ok
+}
+
+func (c *cache) useLocked(sessionID string) {
+	if c.used == nil {
+		c.used = make(map[string]struct{})
+	}
+	c.used[sessionID] = struct{}{}
+}
+
+// sweep forgets the records not served nor kept since the previous sweep,
+// so that an idle server lets go of the records of its busy hours.
+func (c *cache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// New maps: ones that only had keys deleted keep their size.
+	m, bytes := make(map[string]store.Session, len(c.used)), 0
+	for id := range c.used {
+		if rec, ok := c.m[id]; ok {
+			m[id] = rec
+			bytes += recordBytes(&rec)
+		}
+	}
+	c.m, c.bytes, c.used = m, bytes, nil
 }
 
 // begin is called before reading a record from the store; its result goes
@@ -71,10 +100,11 @@ func (c *cache) put(epoch uint64, rec store.Session) {
 	}
 	if len(c.m) >= maxCached || c.bytes+size > maxCachedBytes {
 		clear(c.m)
-		c.bytes = 0
+		c.bytes, c.used = 0, nil
 	}
 	c.m[rec.ID] = rec
 	c.bytes += size
+	c.useLocked(rec.ID)
 }
 
 // drop forgets the session's record; call it after the write that changed
@@ -87,4 +117,5 @@ func (c *cache) drop(sessionID string) {
 		c.bytes -= recordBytes(&old)
 		delete(c.m, sessionID)
 	}
+	delete(c.used, sessionID)
 }

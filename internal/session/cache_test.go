@@ -121,3 +121,25 @@ func TestCacheEvictsAtItsBounds(t *testing.T) {
 	assert.False(t, ok)
 	check()
 }
+
+// TestCacheSweepForgetsRecordsUnreadSinceThePreviousSweep: a record no
+// request read between two sweeps is forgotten; one read stays.
+func TestCacheSweepForgetsRecordsUnreadSinceThePreviousSweep(t *testing.T) {
+	c := newCache()
+	for _, id := range []string{"read", "unread", "dropped"} {
+		c.put(c.begin(), store.Session{ID: id})
+	}
+	c.sweep()
+	_, ok := c.get("read")
+	require.True(t, ok)
+	c.drop("dropped")
+	c.sweep()
+	_, ok = c.get("unread")
+	assert.False(t, ok, "unread across two sweeps")
+	_, ok = c.get("read")
+	assert.True(t, ok, "read since the sweep before")
+	c.sweep()
+	c.sweep()
+	assert.Empty(t, c.m)
+	assert.Zero(t, c.bytes)
+}

@@ -125,8 +125,10 @@ type Service struct {
 	// mcp holds each session's own MCP servers: memory only (see Settings).
 	mcp map[string]map[string]config.MCPServer
 	// members are the clients that created, resumed or prompted a session, so
-	// attached_clients can count the ones still attached.
-	members map[string]map[string]struct{}
+	// attached_clients can count the ones still attached; each is kept with
+	// the tick of its last join (see joinLocked).
+	members map[string]map[string]uint64
+	joins   uint64
 }
 
 // Changes counts the changes to any session's settings (model, provider and
@@ -134,6 +136,11 @@ type Service struct {
 // settings, and later finds the count unchanged, still has them current:
 // it need not read the session again before each model step.
 func (s *Service) Changes() uint64 { return s.changes.Load() }
+
+// SweepIdle forgets the session records no request read since the previous
+// sweep. Its caller calls it every few minutes, so that memory comes back
+// once the load is gone; the cache's bounds hold it down under load.
+func (s *Service) SweepIdle() { s.cached.sweep() }
 
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
@@ -149,7 +156,7 @@ func NewService(cfg Config) *Service {
 		cached:  newCache(),
 		keys:    make(map[string]string),
 		mcp:     make(map[string]map[string]config.MCPServer),
-		members: make(map[string]map[string]struct{}),
+		members: make(map[string]map[string]uint64),
 	}
 }
 
@@ -271,7 +278,7 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		s.mcp[rec.ID] = servers
 	}
 	if req.ClientID != "" {
-		s.joinLocked(rec.ID, req.ClientID)
+		s.joinLocked(ws, rec.ID, req.ClientID)
 	}
 	s.mu.Unlock()
 
@@ -387,19 +394,50 @@ func (s *Service) OtherClientAttached(ws *workspace.Workspace, sessionID, client
 }
 
 // Join records that clientID works in the session (for attached_clients).
-func (s *Service) Join(sessionID, clientID string) {
+func (s *Service) Join(ws *workspace.Workspace, sessionID, clientID string) {
 	s.mu.Lock()
-	s.joinLocked(sessionID, clientID)
+	s.joinLocked(ws, sessionID, clientID)
 	s.mu.Unlock()
 }
 
-func (s *Service) joinLocked(sessionID, clientID string) {
+// maxMembers bounds the clients a session remembers. Every process of the
+// CLI and every page load is a client of its own, so a long-lived session
+// prompted by one `tandem run` after another would otherwise remember a
+// client per run, for as long as the server lives.
+const maxMembers = 64
+
+// joinLocked adds clientID to the session's members. Past the bound it
+// forgets the members with no open stream on ws, which attached_clients
+// does not count (a client that comes back resumes or prompts, and joins
+// again), then, if that is not enough, the ones that joined longest ago.
+func (s *Service) joinLocked(ws *workspace.Workspace, sessionID, clientID string) {
 	m := s.members[sessionID]
 	if m == nil {
-		m = make(map[string]struct{})
+		m = make(map[string]uint64)
 		s.members[sessionID] = m
 	}
-	m[clientID] = struct{}{}
+	s.joins++
+	m[clientID] = s.joins
+	if len(m) <= maxMembers {
+		return
+	}
+	// A new map: one that only had keys deleted keeps its size.
+	kept := make(map[string]uint64, maxMembers)
+	for id, tick := range m {
+		if id == clientID || ws.HasClient(id) {
+			kept[id] = tick
+		}
+	}
+	for len(kept) > maxMembers {
+		oldest := ""
+		for id, tick := range kept {
+			if id != clientID && (oldest == "" || tick < kept[oldest]) {
+				oldest = id
+			}
+		}
+		delete(kept, oldest)
+	}
+	s.members[sessionID] = kept
 }
 
 // MaxMCPServers bounds a session's own MCP servers.

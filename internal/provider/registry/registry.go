@@ -145,6 +145,10 @@ func (r *Registry) client(cfg provider.Config) *http.Client {
 	return c
 }
 
+// SweepIdle drops the encodings no request used since the previous sweep
+// (see provider.EncodeCache.Sweep); a server calls it every few minutes.
+func (r *Registry) SweepIdle() { r.encodings.Sweep() }
+
 // Close closes the idle connections of every client the Registry keeps.
 // Providers built before still work (they open new connections); a server
 // calls it when it shuts down, so no connection outlives it idle.
