@@ -109,6 +109,8 @@ type serveOptions struct {
 	busURL   string
 	nodeID   string
 	leaseTTL time.Duration
+	// debugAddr, when set, serves the runtime's profiles (see startDebug).
+	debugAddr string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -155,6 +157,7 @@ flags:
 	fs.StringVar(&o.storeURL, "store", env("TANDEM_STORE", ""), "cluster store, postgres://... (TANDEM_STORE); with --bus, makes this server a node of the cluster on that database")
 	fs.StringVar(&o.busURL, "bus", env("TANDEM_BUS", ""), "cluster bus, nats://... (TANDEM_BUS)")
 	fs.StringVar(&o.nodeID, "node-id", env("TANDEM_NODE_ID", ""), "this node's id in a cluster (TANDEM_NODE_ID); default: host name plus a random suffix")
+	fs.StringVar(&o.debugAddr, "debug-addr", env("TANDEM_DEBUG_ADDR", ""), "serve Go runtime profiles and traces (net/http/pprof) on this loopback address, without a token; off when empty (TANDEM_DEBUG_ADDR)")
 	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
@@ -314,6 +317,15 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "tandem: bearer token in %s\n", path)
 	}
 
+	if o.debugAddr != "" {
+		stopDebug, err := startDebug(o.debugAddr, logger)
+		if err != nil {
+			dir.Close()
+			fmt.Fprintln(stderr, "tandem serve:", err)
+			return 2
+		}
+		defer stopDebug()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, server.Config{

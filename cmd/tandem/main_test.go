@@ -227,6 +227,7 @@ func TestParseServeDefaults(t *testing.T) {
 	assert.Equal(t, 30*time.Second, o.createGrace)
 	assert.Equal(t, 10*time.Second, o.detachGrace)
 	assert.Equal(t, 15*time.Second, o.heartbeat)
+	assert.Empty(t, o.debugAddr, "no profiles are served unless asked for")
 	env["XDG_DATA_HOME"] = "/xdg"
 	env["TANDEM_DETACH_GRACE"] = "3s"
 	o, err = parseServe([]string{"--heartbeat", "1s"}, func(k string) string { return env[k] }, io.Discard)

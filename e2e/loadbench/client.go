@@ -60,6 +60,24 @@ func (c *client) post(path string, body, out any, want int) error {
 	return json.Unmarshal(got, out)
 }
 
+// health is GET /v1/health, answered 200.
+func (c *client) health() error {
+	req, _ := http.NewRequest(http.MethodGet, c.srv.url+"/v1/health", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/health: %s", resp.Status)
+	}
+	return nil
+}
+
 func (c *client) workspace(path string) (string, error) {
 	var ws proto.Workspace
 	return ws.ID, c.post("/v1/workspaces", map[string]string{"path": path}, &ws, http.StatusCreated)

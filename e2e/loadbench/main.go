@@ -17,7 +17,9 @@
 // CPU per run with 16 posters, delta delivery (the fake model sending a
 // chunk to a client reading its delta) with 1/10/100/500 clients attached to
 // a quiet stream (besides one stream that follows every run), cancel to
-// run.completed, and the RSS once the load is gone.
+// run.completed, and the RSS once the load is gone. Beside each posters
+// phase a control, GET /v1/health every 5 ms, shows what a request that
+// writes nothing waits under the same load.
 package main
 
 import (
@@ -48,6 +50,7 @@ type config struct {
 	cancels   int
 	settle    time.Duration
 	maxClient int
+	think     time.Duration
 }
 
 type binFlag []string
@@ -66,11 +69,12 @@ func main() {
 		idle    = flag.Int("idle-streams", 500, "idle streams opened to measure memory per stream")
 		cancels = flag.Int("cancels", 50, "cancels measured")
 		settle  = flag.Duration("settle", 5*time.Second, "how long the RSS after the load may take to settle")
+		think   = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
 	)
 	flag.Var(&bins, "bin", "tandem binary to measure (repeatable); default: build ./cmd/tandem")
 	flag.Parse()
 	cfg := config{bins: bins, reps: *reps, runs: *runs, posters: []int{1, 16}, deltas: *deltas, gap: *gap,
-		idle: *idle, cancels: *cancels, settle: *settle}
+		idle: *idle, cancels: *cancels, settle: *settle, think: *think}
 	for _, s := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -146,6 +150,8 @@ func metrics(cfg config) []metric {
 		ms = append(ms,
 			metric{fmt.Sprintf("accept-p50-%d", p), fmt.Sprintf("prompt accept p50, %d poster(s)", p), "ns"},
 			metric{fmt.Sprintf("accept-p99-%d", p), fmt.Sprintf("prompt accept p99, %d poster(s)", p), "ns"},
+			metric{fmt.Sprintf("health-p50-%d", p), fmt.Sprintf("control: GET /v1/health p50, %d poster(s)", p), "ns"},
+			metric{fmt.Sprintf("health-p99-%d", p), fmt.Sprintf("control: GET /v1/health p99, %d poster(s)", p), "ns"},
 			metric{fmt.Sprintf("first-p50-%d", p), fmt.Sprintf("POST to first delta p50, %d poster(s)", p), "ns"},
 			metric{fmt.Sprintf("first-p99-%d", p), fmt.Sprintf("POST to first delta p99, %d poster(s)", p), "ns"})
 	}

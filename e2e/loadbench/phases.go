@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,16 @@ func (b *bench) posters(p, n int, record bool) error {
 		wg            sync.WaitGroup
 		errs          = make([]error, p)
 	)
+	if record {
+		fmt.Fprintf(os.Stderr, "phase: %d poster(s), %d runs\n", p, n)
+	}
+	// A control beside the posters: GET /v1/health, which crosses the
+	// same listener, middleware and scheduler as a prompt but writes
+	// nothing. An accept tail that the health probe shares is the
+	// machine's (waiting for a CPU), not the accept's own work.
+	probeCtx, stopProbe := context.WithCancel(context.Background())
+	probed := make(chan benchkit.Hist, 1)
+	go func() { probed <- b.probe(probeCtx) }()
 	cpu, began := b.srv.cpu(), time.Now()
 	for i, sid := range sessions {
 		wg.Go(func() {
@@ -66,6 +77,9 @@ func (b *bench) posters(p, n int, record bool) error {
 				if !f.IsZero() {
 					fst.Add(int64(f.Sub(start)))
 				}
+				if record && b.cfg.think > 0 {
+					time.Sleep(b.cfg.think)
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -75,6 +89,8 @@ func (b *bench) posters(p, n int, record bool) error {
 	}
 	wg.Wait()
 	elapsed, cpu := time.Since(began), b.srv.cpu()-cpu
+	stopProbe()
+	health := <-probed
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -83,6 +99,8 @@ func (b *bench) posters(p, n int, record bool) error {
 	}
 	b.res[fmt.Sprintf("accept-p50-%d", p)] = float64(accept.Quantile(0.50))
 	b.res[fmt.Sprintf("accept-p99-%d", p)] = float64(accept.Quantile(0.99))
+	b.res[fmt.Sprintf("health-p50-%d", p)] = float64(health.Quantile(0.50))
+	b.res[fmt.Sprintf("health-p99-%d", p)] = float64(health.Quantile(0.99))
 	b.res[fmt.Sprintf("first-p50-%d", p)] = float64(first.Quantile(0.50))
 	b.res[fmt.Sprintf("first-p99-%d", p)] = float64(first.Quantile(0.99))
 	if p == b.cfg.posters[len(b.cfg.posters)-1] {
@@ -90,6 +108,29 @@ func (b *bench) posters(p, n int, record bool) error {
 		b.res["cpu-per-run"] = float64(cpu.Microseconds()) / 1000 / float64(n)
 	}
 	return nil
+}
+
+// probeGap is the time between two health probes: a light load beside the
+// posters' (a few percent of their requests).
+const probeGap = 5 * time.Millisecond
+
+// probe times GET /v1/health every probeGap until ctx ends.
+func (b *bench) probe(ctx context.Context) benchkit.Hist {
+	var h benchkit.Hist
+	t := time.NewTicker(probeGap)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return h
+		case <-t.C:
+		}
+		start := time.Now()
+		if err := b.c.health(); err != nil {
+			continue // the posters' errors are the ones reported
+		}
+		h.Add(int64(time.Since(start)))
+	}
 }
 
 // openStreams opens n streams, 50 at a time.

@@ -16,6 +16,12 @@ import (
 // seqBlock is how many seqs are reserved on disk at a time. Reserving ahead
 // keeps ephemeral events (deltas) off the disk while still guaranteeing that
 // seqs handed out before a crash are never handed out again.
+//
+// The next block is reserved in the background once half of the current one
+// is handed out (see reserveAhead): an emitter that found the block used up
+// waited for that commit before its own, and so did every other emitter of
+// the workspace meanwhile, a prompt's 202 among them, several times a second
+// on a busy server.
 const seqBlock = 1024
 
 // Draft is an event before it has a seq.
@@ -63,6 +69,9 @@ type eventLog struct {
 	mu       sync.Mutex
 	seq      int64 // last seq handed out
 	reserved int64 // seqs up to here are reserved on disk
+	// ahead is set while a reservation of the next block runs in the
+	// background, and after one failed until a reservation succeeds.
+	ahead bool
 	// published is the last seq given to the bus (or skipped after a failed
 	// write); waiting holds the numbered events not yet published.
 	published int64
@@ -246,7 +255,14 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 	l.seq = seq
 	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}, nodeOnly: d.NodeOnly && !keep}
 	l.waiting[seq] = sl
+	ahead := !l.ahead && l.reserved-seq < seqBlock/2
+	if ahead {
+		l.ahead = true
+	}
 	l.mu.Unlock()
+	if ahead {
+		w.reserveAhead()
+	}
 	// Encoded outside mu, which every emitter of the workspace takes: the
 	// slot is published only after the caller reports it written.
 	env := encodeEnvelope(ev)
@@ -274,13 +290,43 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 // reserve puts the next block of seqs on disk, once however many emitters
 // ran out at the same time.
 func (w *Workspace) reserve(ctx context.Context) error {
+	return w.reserveIf(ctx, func(l *eventLog) bool { return l.seq >= l.reserved })
+}
+
+// reserveAhead reserves the next block in the background, on a goroutine
+// the Manager waits for at shutdown, while half of the current block is
+// left: the emitters go on numbering meanwhile, and none waits for the
+// reservation unless they hand out the whole half before it commits. After
+// a failure, the next reservation is an emitter's own (reserve), as before.
+func (w *Workspace) reserveAhead() {
+	l := &w.log
+	started := w.m.background(func() {
+		err := w.reserveIf(context.Background(), func(l *eventLog) bool { return l.reserved-l.seq < seqBlock/2 })
+		if err != nil {
+			w.m.log.Warn("reserve seqs ahead", "workspace_id", w.ID, "err", err)
+			return // ahead stays set: reserve clears it once it succeeds
+		}
+		l.mu.Lock()
+		l.ahead = false
+		l.mu.Unlock()
+	})
+	if !started {
+		l.mu.Lock()
+		l.ahead = false
+		l.mu.Unlock()
+	}
+}
+
+// reserveIf puts the next block of seqs on disk if need, checked once the
+// reservations before it are done, still holds.
+func (w *Workspace) reserveIf(ctx context.Context, need func(*eventLog) bool) error {
 	l := &w.log
 	l.reserving.Lock()
 	defer l.reserving.Unlock()
 	l.mu.Lock()
-	full, next := l.seq >= l.reserved, l.reserved+seqBlock
+	needed, next := need(l), l.reserved+seqBlock
 	l.mu.Unlock()
-	if !full {
+	if !needed {
 		return nil // another emitter reserved while we waited
 	}
 	if err := w.m.cfg.Store.ReserveSeq(ctx, w.ID, next); err != nil {
@@ -288,6 +334,7 @@ func (w *Workspace) reserve(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.reserved = next
+	l.ahead = false
 	l.mu.Unlock()
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tandem-dev/tandem/internal/store"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -324,4 +325,66 @@ func TestStaleClaimsReportIsIgnored(t *testing.T) {
 	require.Zero(t, ws.Info().Clients)
 	ws.SetRemoteClaims("n2", 1, map[string]int{"c": 1})
 	require.Equal(t, 1, ws.Info().Clients, "a report after the expiry counts, whatever its stamp")
+}
+
+// reservingStore tells of each seq reservation on reserved and holds the
+// ones beyond hold until release is closed.
+type reservingStore struct {
+	store.Store
+	hold     int64
+	reserved chan int64
+	release  chan struct{}
+}
+
+func (s *reservingStore) ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error {
+	s.reserved <- upTo
+	if upTo > s.hold {
+		<-s.release
+	}
+	return s.Store.ReserveSeq(ctx, workspaceID, upTo)
+}
+
+// The next block of seqs is reserved while half of the current one is
+// left, in the background: no emitter (a prompt's 202 among them) waits
+// for that commit on top of its own when the block runs out, and the
+// emitters go on while it is held up.
+func TestSeqsAreReservedAheadInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	st := &reservingStore{hold: math.MaxInt64, reserved: make(chan int64, 16), release: make(chan struct{})}
+	ws, _ := openWorkspace(t, func(db store.Store) store.Store { st.Store = db; return st })
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(st.release) }) }
+	t.Cleanup(release) // before the workspace's: its last events may need a block
+	log := Draft{Type: proto.EventSessionLog, SessionID: "s", Data: proto.SessionLog{Level: "info", Message: "m"}}
+	first, err := ws.Record(ctx, log)
+	require.NoError(t, err)
+	ws.log.mu.Lock()
+	block := ws.log.reserved // the block the first event was numbered in ends here
+	ws.log.mu.Unlock()
+	st.hold = block
+	for len(st.reserved) > 0 {
+		<-st.reserved // the first block's
+	}
+	// Every seq of the block is handed out, the last ones while the
+	// reservation of the next is held up.
+	inTime(t, func() {
+		for seq := first.Seq + 1; seq <= block; seq++ {
+			ev, err := ws.Record(ctx, log)
+			require.NoError(t, err)
+			require.Equal(t, seq, ev.Seq)
+		}
+	})
+	select {
+	case upTo := <-st.reserved:
+		require.Equal(t, block+seqBlock, upTo, "the next block is reserved")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next block was not reserved while the current one had room")
+	}
+	release()
+	// The next block was reserved before it was needed: the event past the
+	// block's end waits for no reservation, and none was made but that one.
+	ev, err := ws.Record(ctx, log)
+	require.NoError(t, err)
+	require.Equal(t, block+1, ev.Seq)
+	require.Empty(t, st.reserved, "no reservation waited for past the block's end")
 }

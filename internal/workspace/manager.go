@@ -70,7 +70,8 @@ type Manager struct {
 	stopping bool
 
 	// timers tracks the grace timers' callbacks in flight, so Shutdown can
-	// wait for them: they are goroutines time.AfterFunc starts for us.
+	// wait for them: they are goroutines time.AfterFunc starts for us. It
+	// tracks the work started with background too.
 	timers sync.WaitGroup
 }
 
@@ -232,6 +233,22 @@ func (m *Manager) after(d time.Duration, f func()) *time.Timer {
 		defer m.timers.Done()
 		f()
 	})
+}
+
+// background runs f on a goroutine of its own, unless the Manager is
+// stopping (then it reports false and f does not run); Shutdown waits for it.
+func (m *Manager) background(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopping {
+		return false
+	}
+	m.timers.Add(1)
+	go func() {
+		defer m.timers.Done()
+		f()
+	}()
+	return true
 }
 
 func (m *Manager) currentHooks() Hooks { return m.cfg.Hooks }
