@@ -16,7 +16,9 @@ import (
 // listener of its own apart from the API's. It is off unless asked for
 // (--debug-addr, TANDEM_DEBUG_ADDR), and it has no token: it only listens
 // on loopback. Mutex and block profiling, which cost a little on every
-// contended lock, are switched on with it only.
+// contended lock, are switched on with it only. The command line is not
+// served: it may hold a secret (a --token flag) that other local users must
+// not read.
 func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	loopback, err := isLoopback(addr)
 	if err != nil {
@@ -33,7 +35,6 @@ func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
