@@ -34,6 +34,9 @@ func TestDebugAddrServesProfilesOnItsOwnLoopbackListener(t *testing.T) {
 	code, body = get("http://" + m[1] + "/debug/pprof/mutex?debug=1")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "sampling period=10")
+	// The command line may hold a secret: it is not served.
+	code, _ = get("http://" + m[1] + "/debug/pprof/cmdline")
+	assert.NotEqual(t, http.StatusOK, code, "the debug listener serves the command line")
 	code, _ = get(p.url + "/debug/pprof/")
 	assert.NotEqual(t, http.StatusOK, code, "the API's listener serves no profiles")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
