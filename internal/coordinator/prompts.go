@@ -3,6 +3,8 @@ package coordinator
 import (
 	"strings"
 	"sync"
+
+	"github.com/tandem-dev/tandem/internal/sweep"
 )
 
 // maxPrompts and maxPromptBytes bound the system prompts a coordinator
@@ -21,7 +23,7 @@ type systemPrompts struct {
 	m     map[string]string
 	bytes int // keys and prompts of m, summed
 	// used are the keys of m asked for since the last sweep.
-	used map[string]struct{}
+	used sweep.Marks[string]
 }
 
 // get returns the prompt for the key made of parts, building it when it is
@@ -31,7 +33,7 @@ func (p *systemPrompts) get(parts []string, build func() string) string {
 	p.mu.Lock()
 	s, ok := p.m[key]
 	if ok {
-		p.useLocked(key)
+		p.used.Use(key)
 	}
 	p.mu.Unlock()
 	if ok {
@@ -45,35 +47,23 @@ func (p *systemPrompts) get(parts []string, build func() string) string {
 		return s // too large to share the cache with the others
 	}
 	if _, ok := p.m[key]; ok {
-		p.useLocked(key)
+		p.used.Use(key)
 		return p.m[key]
 	}
 	if p.m == nil || len(p.m) >= maxPrompts || p.bytes+size > maxPromptBytes {
-		p.m, p.bytes, p.used = make(map[string]string), 0, nil
+		p.m, p.bytes = make(map[string]string), 0
+		p.used.Reset()
 	}
 	p.m[key] = s
 	p.bytes += size
-	p.useLocked(key)
+	p.used.Use(key)
 	return s
-}
-
-func (p *systemPrompts) useLocked(key string) {
-	if p.used == nil {
-		p.used = make(map[string]struct{})
-	}
-	p.used[key] = struct{}{}
 }
 
 // sweep forgets the prompts no step asked for since the previous sweep.
 func (p *systemPrompts) sweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, bytes := make(map[string]string, len(p.used)), 0
-	for key := range p.used {
-		if s, ok := p.m[key]; ok {
-			m[key] = s
-			bytes += len(key) + len(s)
-		}
-	}
-	p.m, p.bytes, p.used = m, bytes, nil
+	p.bytes = 0
+	p.m = sweep.Keep(&p.used, p.m, func(key, s string) { p.bytes += len(key) + len(s) })
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/sweep"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -76,7 +77,7 @@ type Broker struct {
 	waiters   map[string]chan Answer
 	approvals map[string]map[string]bool // session -> kinds it approved, as read from the store (see approvalsLocked)
 	// used are the sessions of approvals asked about since the last sweep.
-	used   map[string]struct{}
+	used   sweep.Marks[string]
 	revive Reviver
 }
 
@@ -125,7 +126,7 @@ func (b *Broker) ApprovedForSession(ctx context.Context, sessionID, kind string)
 // the store the first time.
 func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[string]bool, error) {
 	if kinds, ok := b.approvals[sessionID]; ok {
-		b.useLocked(sessionID)
+		b.used.Use(sessionID)
 		return kinds, nil
 	}
 	list, err := b.store.SessionApprovals(ctx, sessionID)
@@ -137,15 +138,8 @@ func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[str
 		kinds[k] = true
 	}
 	b.approvals[sessionID] = kinds
-	b.useLocked(sessionID)
+	b.used.Use(sessionID)
 	return kinds, nil
-}
-
-func (b *Broker) useLocked(sessionID string) {
-	if b.used == nil {
-		b.used = make(map[string]struct{})
-	}
-	b.used[sessionID] = struct{}{}
 }
 
 // SweepIdle forgets the approvals of the sessions no permission request
@@ -156,14 +150,7 @@ func (b *Broker) useLocked(sessionID string) {
 func (b *Broker) SweepIdle() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// A new map: one that only had keys deleted keeps its size.
-	approvals := make(map[string]map[string]bool, len(b.used))
-	for id := range b.used {
-		if kinds, ok := b.approvals[id]; ok {
-			approvals[id] = kinds
-		}
-	}
-	b.approvals, b.used = approvals, nil
+	b.approvals = sweep.Keep(&b.used, b.approvals, nil)
 }
 
 // AskPermission parks until the permission request for ref's tool call is
@@ -564,7 +551,7 @@ func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, ses
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.approvals, sessionID)
-	delete(b.used, sessionID)
+	b.used.Forget(sessionID)
 	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Resolved })
 	if err != nil {
 		b.log.Error("list pending requests", "session_id", sessionID, "err", err)

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/sweep"
 )
 
 // maxCached and maxCachedBytes bound the records a cache holds, in number
@@ -30,7 +31,7 @@ type cache struct {
 	bytes int // recordBytes of m's records, summed
 	// used are the sessions whose records were served or kept since the
 	// last sweep.
-	used map[string]struct{}
+	used sweep.Marks[string]
 }
 
 // recordBytes is roughly what rec holds in memory.
@@ -47,16 +48,9 @@ func (c *cache) get(sessionID string) (store.Session, bool) {
 	defer c.mu.Unlock()
 	rec, ok := c.m[sessionID]
 	if ok {
-		c.useLocked(sessionID)
+		c.used.Use(sessionID)
 	}
 	return rec, ok
-}
-
-func (c *cache) useLocked(sessionID string) {
-	if c.used == nil {
-		c.used = make(map[string]struct{})
-	}
-	c.used[sessionID] = struct{}{}
 }
 
 // sweep forgets the records not served nor kept since the previous sweep,
@@ -64,15 +58,8 @@ func (c *cache) useLocked(sessionID string) {
 func (c *cache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// New maps: ones that only had keys deleted keep their size.
-	m, bytes := make(map[string]store.Session, len(c.used)), 0
-	for id := range c.used {
-		if rec, ok := c.m[id]; ok {
-			m[id] = rec
-			bytes += recordBytes(&rec)
-		}
-	}
-	c.m, c.bytes, c.used = m, bytes, nil
+	c.bytes = 0
+	c.m = sweep.Keep(&c.used, c.m, func(_ string, rec store.Session) { c.bytes += recordBytes(&rec) })
 }
 
 // begin is called before reading a record from the store; its result goes
@@ -100,11 +87,12 @@ func (c *cache) put(epoch uint64, rec store.Session) {
 	}
 	if len(c.m) >= maxCached || c.bytes+size > maxCachedBytes {
 		clear(c.m)
-		c.bytes, c.used = 0, nil
+		c.bytes = 0
+		c.used.Reset()
 	}
 	c.m[rec.ID] = rec
 	c.bytes += size
-	c.useLocked(rec.ID)
+	c.used.Use(rec.ID)
 }
 
 // drop forgets the session's record; call it after the write that changed
@@ -117,5 +105,5 @@ func (c *cache) drop(sessionID string) {
 		c.bytes -= recordBytes(&old)
 		delete(c.m, sessionID)
 	}
-	delete(c.used, sessionID)
+	c.used.Forget(sessionID)
 }
