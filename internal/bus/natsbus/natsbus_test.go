@@ -473,9 +473,13 @@ func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
 	owner := dial(t, s, "owner", small)
 	slow := dial(t, s, "slow", small)
 	log := newMemLog()
-	gate := make(chan struct{})
+	gate, blocked := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	var lost atomic.Int64
-	cancel, err := slow.Subscribe("w", func(bus.Event) { <-gate }, func() { lost.Add(1) })
+	cancel, err := slow.Subscribe("w", func(bus.Event) {
+		once.Do(func() { close(blocked) })
+		<-gate
+	}, func() { lost.Add(1) })
 	require.NoError(t, err)
 	col := newCollector()
 	feed, err := (&bus.Follower{Bus: slow, Log: log}).Follow("w", 0, col.fn)
@@ -485,7 +489,19 @@ func TestSlowConsumerIsToldAndCatchesUp(t *testing.T) {
 	p, err := owner.Publisher("w", 0)
 	require.NoError(t, err)
 	defer p.Close()
-	for seq := int64(1); seq <= 500; seq++ {
+	// The slow node reads the first event, and is stuck there while the
+	// rest is published. (A node whose first frame already comes after a
+	// hole has nothing to compare it with: the publisher's beacon, a
+	// second after a burst, tells it; TestAFollowerLearnsOfEventsItWasNeverSent.)
+	e := event(1, true)
+	log.commit("w", e)
+	p.Publish(e)
+	select {
+	case <-blocked:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the slow node never read the first event")
+	}
+	for seq := int64(2); seq <= 500; seq++ {
 		e := event(seq, seq%3 != 0 || seq == 500)
 		log.commit("w", e)
 		p.Publish(e)
