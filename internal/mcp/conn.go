@@ -26,6 +26,9 @@ type conn struct {
 	// break.
 	ended   chan struct{}
 	endOnce sync.Once
+	// finished is closed once the server has dealt with the end: its tools
+	// are gone from the offer and its state is reported.
+	finished chan struct{}
 
 	session *sdk.ClientSession
 	proc    *process
@@ -40,7 +43,7 @@ type conn struct {
 
 func newConn(s *server) *conn {
 	ctx, cancel := context.WithCancel(s.m.ctx)
-	return &conn{s: s, ctx: ctx, cancel: cancel, changed: make(chan struct{}, 1), ended: make(chan struct{})}
+	return &conn{s: s, ctx: ctx, cancel: cancel, changed: make(chan struct{}, 1), ended: make(chan struct{}), finished: make(chan struct{})}
 }
 
 // goTracked runs f on a goroutine teardown waits for, unless teardown has

@@ -26,6 +26,10 @@ const (
 	// exitWait bounds how long a failed call waits to learn that a stdio
 	// server exited, so that its error can say how.
 	exitWait = 500 * time.Millisecond
+	// finishWait bounds how long a call that saw its server break waits
+	// for the server to be marked failed (a teardown waits up to
+	// httpCloseGrace for an http server's answer).
+	finishWait = 2 * time.Second
 	// httpCloseGrace is how long an http server's connection gets to close
 	// politely (cancellations sent, session deleted) before its requests are
 	// cut.
@@ -209,6 +213,23 @@ func (s *server) finish(c *conn, settled chan struct{}, err error) {
 	if settled != nil {
 		close(settled)
 	}
+	if c != nil {
+		close(c.finished)
+	}
+}
+
+// broken returns what a call that saw c break answers, once the server
+// has dealt with the end (or finishWait passed): the model's next step
+// must not be offered the tools of a server it was just told failed.
+func (s *server) broken(ctx context.Context, c *conn, res Result) Result {
+	t := time.NewTimer(finishWait)
+	defer t.Stop()
+	select {
+	case <-c.finished:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return res
 }
 
 // connect starts the server and reads its tools; on failure nothing of it
@@ -407,9 +428,9 @@ func (s *server) callOnce(ctx context.Context, remote string, args json.RawMessa
 		return errorResult("the call was canceled")
 	case c.ctx.Err() != nil:
 		if r := c.reasonNow(); r != "" {
-			return errorResult("MCP server %s failed during the call: %s", s.name, r)
+			return s.broken(ctx, c, errorResult("MCP server %s failed during the call: %s", s.name, r))
 		}
-		return errorResult("MCP server %s stopped during the call", s.name)
+		return s.broken(ctx, c, errorResult("MCP server %s stopped during the call", s.name))
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return errorResult("the call timed out after %s", s.m.opts.CallTimeout)
 	case isWireError(o.err):
@@ -421,7 +442,7 @@ func (s *server) callOnce(ctx context.Context, remote string, args json.RawMessa
 	// The transport broke: the server is gone or unreachable.
 	reason := c.describe("the call failed: " + o.err.Error())
 	c.end(reason)
-	return errorResult("MCP server %s failed during the call: %s", s.name, c.reasonNow())
+	return s.broken(ctx, c, errorResult("MCP server %s failed during the call: %s", s.name, c.reasonNow()))
 }
 
 // isWireError reports whether err is the server's own JSON-RPC error answer
