@@ -38,7 +38,7 @@ func TestClusterNodeStopsEverything(t *testing.T) {
 	nb, err := natsbus.Dial(natsbus.Config{URL: ns.ClientURL(), Name: "setup"})
 	require.NoError(t, err)
 	nb.Close()
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, append(natstest.IgnoreConsumers(), goleak.IgnoreCurrent())...)
 
 	srv, err := New(context.Background(), Config{DataDir: t.TempDir(), Token: "secret", StoreURL: db, BusURL: ns.ClientURL(), NodeID: "n1"})
 	require.NoError(t, err)

@@ -677,7 +677,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	first, err := Dial(Config{URL: s.ClientURL(), Name: "first"})
 	require.NoError(t, err)
 	first.Close()
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, append(natstest.IgnoreConsumers(), goleak.IgnoreCurrent())...)
 	a, err := Dial(Config{URL: s.ClientURL(), Name: "a"})
 	require.NoError(t, err)
 	b, err := Dial(Config{URL: s.ClientURL(), Name: "b"})

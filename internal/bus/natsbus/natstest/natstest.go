@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/goleak"
 )
 
 // Start runs a NATS server with JetStream on a free loopback port; it
@@ -43,3 +44,16 @@ func StartOn(t testing.TB, port int) *server.Server {
 
 // Port is the server's client port.
 func Port(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
+
+// IgnoreConsumers are goleak options for the goroutines of the server's
+// consumers: a consumer a node deleted as it closed ends them on the
+// server's own time, after the node's Close has returned. They are the
+// server's, not the node's.
+func IgnoreConsumers() []goleak.Option {
+	const c = "github.com/nats-io/nats-server/v2/server.(*consumer)."
+	return []goleak.Option{
+		goleak.IgnoreTopFunction(c + "loopAndGatherMsgs"),
+		goleak.IgnoreTopFunction(c + "processInboundAcks"),
+		goleak.IgnoreTopFunction(c + "processInboundNextMsgReqs"),
+	}
+}
