@@ -82,43 +82,23 @@ func TestCachedBodyIsTheSDKs(t *testing.T) {
 	}
 }
 
-// BenchmarkRequestBody is the cost of one model step's request body as the
-// history grows: "sdk" encodes it all through the SDK, as every step did,
-// "cached" takes the messages sent before from the cache and encodes the
-// newest only (each iteration's last message is new).
+// BenchmarkRequestBody: see providertest.BenchmarkRequestBody.
 func BenchmarkRequestBody(b *testing.B) {
-	for _, n := range []int{10, 100, 500, 1000} {
-		history := providertest.Conversation(n)
-		base := provider.Request{Model: "gpt-4.1", System: "You are Tandem.", Tools: []provider.Tool{{Name: "view"}, {Name: "ls"}}}
-		b.Run(fmt.Sprintf("sdk/messages=%d", n), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				req := base
-				req.Messages = append(history[:n-1:n-1], provider.Message{Role: provider.RoleUser, Text: fmt.Sprint("new ", i)})
-				i++
-				params, err := buildParams(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := params.MarshalJSON(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("cached/messages=%d", n), func(b *testing.B) {
-			p, err := New(provider.Config{Type: provider.TypeOpenAI, BaseURL: "http://127.0.0.1:1"}, WithEncodeCache(provider.NewEncodeCache(provider.DefaultEncodeCacheBytes)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			i := 0
-			for b.Loop() {
-				req := base
-				req.Messages = append(history[:n-1:n-1], provider.Message{Role: provider.RoleUser, Text: fmt.Sprint("new ", i)})
-				i++
-				if _, err := p.body(req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	providertest.BenchmarkRequestBody(b, "gpt-4.1", func(req provider.Request) error {
+		params, err := buildParams(req)
+		if err != nil {
+			return err
+		}
+		_, err = params.MarshalJSON()
+		return err
+	}, func() (func(provider.Request) error, error) {
+		p, err := New(provider.Config{Type: provider.TypeOpenAI, BaseURL: "http://127.0.0.1:1"}, WithEncodeCache(provider.NewEncodeCache(provider.DefaultEncodeCacheBytes)))
+		if err != nil {
+			return nil, err
+		}
+		return func(req provider.Request) error {
+			_, err := p.body(req)
+			return err
+		}, nil
+	})
 }

@@ -110,3 +110,34 @@ func Conversation(n int) []provider.Message {
 	}
 	return msgs
 }
+
+// BenchmarkRequestBody is the cost of one model step's request body as the
+// history grows: "sdk" encodes it all through the SDK, as every step did
+// before the encode cache, "cached" takes the messages sent before from the
+// cache and encodes the newest only (each iteration's last message is new).
+// sdk encodes req whole; newCached makes a provider's cached encoder.
+func BenchmarkRequestBody(b *testing.B, model string, sdk func(provider.Request) error, newCached func() (func(provider.Request) error, error)) {
+	for _, n := range []int{10, 100, 500, 1000} {
+		history := Conversation(n)
+		base := provider.Request{Model: model, System: "You are Tandem.", Tools: []provider.Tool{{Name: "view"}, {Name: "ls"}}}
+		step := func(encode func(provider.Request) error) func(*testing.B) {
+			return func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					req := base
+					req.Messages = append(history[:n-1:n-1], provider.Message{Role: provider.RoleUser, Text: fmt.Sprint("new ", i)})
+					i++
+					if err := encode(req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("sdk/messages=%d", n), step(sdk))
+		cached, err := newCached()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("cached/messages=%d", n), step(cached))
+	}
+}
