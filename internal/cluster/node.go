@@ -23,7 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -540,10 +542,7 @@ func (n *Node) spawn(f func()) bool {
 
 func (n *Node) renew() {
 	n.mu.Lock()
-	leases := make([]postgres.Lease, 0, len(n.owned))
-	for _, l := range n.owned {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Values(n.owned))
 	n.mu.Unlock()
 	for _, l := range leases {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
@@ -609,10 +608,7 @@ func (n *Node) Close() {
 	n.closed = true
 	n.mu.Unlock()
 	n.stop()
-	if n.sub != nil {
-		_ = n.sub.Unsubscribe()
-	}
-	for _, sub := range []*nats.Subscription{n.csub, n.vsub, n.usub, n.dsub} {
+	for _, sub := range []*nats.Subscription{n.sub, n.csub, n.vsub, n.usub, n.dsub} {
 		if sub != nil {
 			_ = sub.Unsubscribe()
 		}
@@ -621,10 +617,7 @@ func (n *Node) Close() {
 	n.uploads.clear()
 	n.downloads.clear()
 	n.mu.Lock()
-	leases := make([]postgres.Lease, 0, len(n.owned))
-	for _, l := range n.owned {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Values(n.owned))
 	n.mu.Unlock()
 	for _, l := range leases {
 		n.lose(l.WorkspaceID, "shutdown")
