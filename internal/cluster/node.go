@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/goroutine"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
@@ -103,13 +104,15 @@ type Node struct {
 	reporting sync.Mutex
 	stamp     atomic.Uint64
 
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	sub   *nats.Subscription
-	csub  *nats.Subscription
-	vsub  *nats.Subscription
-	local http.Handler
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	// spawned runs the work handed off the NATS handlers' goroutines.
+	spawned goroutine.Group
+	sub     *nats.Subscription
+	csub    *nats.Subscription
+	vsub    *nats.Subscription
+	local   http.Handler
 	// serving counts forwarded requests being answered, bounded by
 	// maxServing so a flood cannot start unbounded goroutines.
 	serving chan struct{}
@@ -526,19 +529,7 @@ func (n *Node) claimed(m *nats.Msg) {
 }
 
 // spawn runs f on a goroutine Close waits for, unless the node is closed.
-func (n *Node) spawn(f func()) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return false
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
-	return true
-}
+func (n *Node) spawn(f func()) bool { return n.spawned.Go(f) }
 
 func (n *Node) renew() {
 	n.mu.Lock()
@@ -607,6 +598,7 @@ func (n *Node) Close() {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	n.spawned.Stop()
 	n.stop()
 	for _, sub := range []*nats.Subscription{n.sub, n.csub, n.vsub, n.usub, n.dsub} {
 		if sub != nil {
@@ -614,6 +606,7 @@ func (n *Node) Close() {
 		}
 	}
 	n.wg.Wait()
+	n.spawned.Wait()
 	n.uploads.clear()
 	n.downloads.clear()
 	n.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tandem-dev/tandem/internal/goroutine"
 )
 
 // conn is one live connection to a server: its SDK session and, for stdio,
@@ -35,10 +36,10 @@ type conn struct {
 	// httpCancel cuts an http server's requests.
 	httpCancel context.CancelFunc
 
-	mu      sync.Mutex
-	reason  string
-	closing bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	reason string
+	// goroutines runs what works for the connection; teardown stops it.
+	goroutines goroutine.Group
 }
 
 func newConn(s *server) *conn {
@@ -48,19 +49,7 @@ func newConn(s *server) *conn {
 
 // goTracked runs f on a goroutine teardown waits for, unless teardown has
 // begun (then it runs nothing and reports false).
-func (c *conn) goTracked(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
-	return true
-}
+func (c *conn) goTracked(f func()) bool { return c.goroutines.Go(f) }
 
 // end records why the connection broke; the first reason wins.
 func (c *conn) end(reason string) {
@@ -116,9 +105,7 @@ func (c *conn) startError(phase string, ctx context.Context, err error) error {
 // calls end (with an error), a stdio server's process group is stopped, an
 // http server's session is deleted if it answers within httpCloseGrace.
 func (c *conn) teardown() {
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
+	c.goroutines.Stop()
 	c.cancel()
 	var cut *time.Timer
 	if c.httpCancel != nil {
@@ -136,5 +123,5 @@ func (c *conn) teardown() {
 		cut.Stop()
 		c.httpCancel()
 	}
-	c.wg.Wait()
+	c.goroutines.Wait()
 }

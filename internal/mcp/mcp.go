@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/config"
+	"github.com/tandem-dev/tandem/internal/goroutine"
 	"github.com/tandem-dev/tandem/internal/rules"
 )
 
@@ -142,10 +143,9 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	// wg counts every goroutine the Manager starts, calls included.
-	wg sync.WaitGroup
+	// goroutines runs every goroutine the Manager starts, calls included.
+	goroutines goroutine.Group
+	closeOnce  sync.Once
 }
 
 // New returns a Manager for servers (checked by package config; a name
@@ -269,34 +269,19 @@ func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) R
 // for every goroutine of the Manager, reporting connected servers stopped.
 // Calls in flight end with an error result. Close is idempotent.
 func (m *Manager) Close() error {
-	m.mu.Lock()
-	already := m.closed
-	m.closed = true
-	m.mu.Unlock()
+	m.goroutines.Stop()
 	m.cancel()
-	m.wg.Wait()
-	if !already {
+	m.goroutines.Wait()
+	m.closeOnce.Do(func() {
 		m.reports.close()
 		m.transport.CloseIdleConnections()
-	}
+	})
 	return nil
 }
 
-// goTracked runs f on a goroutine counted by m.wg, unless the Manager is
+// goTracked runs f on a goroutine Close waits for, unless the Manager is
 // closed (then it reports false and runs nothing).
-func (m *Manager) goTracked(f func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return false
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		f()
-	}()
-	return true
-}
+func (m *Manager) goTracked(f func()) bool { return m.goroutines.Go(f) }
 
 // ToolPrefix starts every MCP tool name.
 const ToolPrefix = "mcp__"

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/goroutine"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -70,9 +71,10 @@ type Manager struct {
 	stopping bool
 
 	// timers tracks the grace timers' callbacks in flight, so Shutdown can
-	// wait for them: they are goroutines time.AfterFunc starts for us. It
-	// tracks the work started with background too.
+	// wait for them: they are goroutines time.AfterFunc starts for us.
 	timers sync.WaitGroup
+	// spawned runs the work started with background.
+	spawned goroutine.Group
 }
 
 // NewManager returns a Manager over cfg.Store.
@@ -237,19 +239,7 @@ func (m *Manager) after(d time.Duration, f func()) *time.Timer {
 
 // background runs f on a goroutine of its own, unless the Manager is
 // stopping (then it reports false and f does not run); Shutdown waits for it.
-func (m *Manager) background(f func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.stopping {
-		return false
-	}
-	m.timers.Add(1)
-	go func() {
-		defer m.timers.Done()
-		f()
-	}()
-	return true
-}
+func (m *Manager) background(f func()) bool { return m.spawned.Go(f) }
 
 func (m *Manager) currentHooks() Hooks { return m.cfg.Hooks }
 
@@ -258,6 +248,7 @@ func (m *Manager) currentHooks() Hooks { return m.cfg.Hooks }
 func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
+	m.spawned.Stop()
 	all := make([]*Workspace, 0, len(m.loaded))
 	for _, ws := range m.loaded {
 		all = append(all, ws)
@@ -270,6 +261,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		m.timers.Wait()
+		m.spawned.Wait()
 		close(done)
 	}()
 	select {
