@@ -1,0 +1,208 @@
+// Package compute bounds how many runs compute at once.
+//
+// Go's scheduler has no priorities. A server whose runs keep both CPUs busy
+// (sixteen sessions prompting back to back against a fast model) had every
+// run's goroutine runnable at once, and a request that came in (a prompt's
+// 202, a cancel, an answer, a health check) waited behind all of them for a
+// CPU: most of the 16-poster accept tail was that wait, before the handler
+// even started. With Slots, at most as many runs compute as there are CPUs;
+// the others wait for a slot without being runnable, so a request queues
+// behind a couple of goroutines, not behind every run.
+//
+// A run holds a slot only while it computes. Waiting for its model (the
+// response's headers, each read of its stream) for longer than Patience,
+// it lets its slot go to another run; the HTTP client marks those waits
+// (BeginWait, EndWait) on the Holder the run put in the request's context.
+// So a thousand runs waiting on a slow model hold no slot, while a run
+// whose model streams back to back (a fast local server, a burst) keeps
+// its slot through the short waits between reads: letting it go at each
+// read would let every run in again.
+package compute
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Slots is a fixed number of slots. A nil *Slots bounds nothing.
+type Slots struct {
+	c chan struct{}
+	// patience is Patience; the fuzz target makes it endless.
+	patience time.Duration
+}
+
+// New returns n slots; n <= 0 means one per CPU Go uses (GOMAXPROCS).
+func New(n int) *Slots {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return &Slots{c: make(chan struct{}, n), patience: Patience}
+}
+
+// Hold waits for a slot and returns its Holder, and ctx carrying it (see
+// From). It fails only when ctx ends first; the caller must call the
+// Holder's Done when its work is over, which lets the slot go for good.
+func (s *Slots) Hold(ctx context.Context) (*Holder, context.Context, error) {
+	h := &Holder{s: s, ctx: ctx}
+	if s == nil {
+		return h, ctx, nil
+	}
+	if !s.acquire(ctx) {
+		return nil, ctx, ctx.Err()
+	}
+	h.held = true
+	return h, context.WithValue(ctx, holderKey{}, h), nil
+}
+
+func (s *Slots) acquire(ctx context.Context) bool {
+	select {
+	case s.c <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case s.c <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Slots) release() { <-s.c }
+
+// A Holder is one piece of work's claim on a slot. It lets its slot go
+// while it waits long (BeginWait, EndWait) and takes one again after,
+// until Done. It stands for one
+// goroutine's work: its waits must not overlap.
+type Holder struct {
+	s   *Slots
+	ctx context.Context
+	// timer lets the slot go when a wait outlasts Patience; one per
+	// holder, since a run waits once for every read of its model's stream.
+	timer *time.Timer
+
+	mu   sync.Mutex
+	held bool
+	done bool
+	// waiting is set during a wait, expired once it outlasted Patience.
+	waiting, expired bool
+}
+
+// pause lets the holder's slot go, if it has one, until resume.
+func (h *Holder) pause() {
+	if h == nil || h.s == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseLocked()
+}
+
+func (h *Holder) releaseLocked() {
+	if h.held {
+		h.held = false
+		h.s.release()
+	}
+}
+
+// resume waits for a slot again, unless the holder is done, already holds
+// one, or its context ends first (then it goes on without one: the work is
+// being canceled and must not wait).
+func (h *Holder) resume() {
+	if h == nil || h.s == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.held || h.done {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	// Waiting under the lock would keep Done from returning the slot of
+	// a holder that gave up.
+	if !h.s.acquire(h.ctx) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held || h.done {
+		h.s.release()
+		return
+	}
+	h.held = true
+}
+
+// Done lets the slot go for good: a later wait takes none.
+func (h *Holder) Done() {
+	if h == nil || h.s == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	h.releaseLocked()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+}
+
+// Patience is how long a wait keeps its slot: a run whose model streams
+// back to back keeps computing, and one whose model thinks lets another
+// run in. Tokens of a model come some milliseconds apart at best; a wait
+// shorter than that is for a CPU, not for the model.
+const Patience = 2 * time.Millisecond
+
+// BeginWait marks the start of a wait for something outside (the model,
+// over the network): should it last longer than Patience, the slot goes
+// to another holder. EndWait ends it.
+func (h *Holder) BeginWait() {
+	if h == nil || h.s == nil {
+		return
+	}
+	h.mu.Lock()
+	h.waiting, h.expired = true, false
+	if h.timer == nil {
+		h.timer = time.AfterFunc(h.s.patience, h.expire)
+	} else {
+		h.timer.Reset(h.s.patience)
+	}
+	h.mu.Unlock()
+}
+
+func (h *Holder) expire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting {
+		h.expired = true
+		h.releaseLocked()
+	}
+}
+
+// EndWait ends a wait BeginWait began, and takes a slot again if the wait
+// let the holder's go.
+func (h *Holder) EndWait() {
+	if h == nil || h.s == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.waiting = false
+	expired := h.expired
+	h.mu.Unlock()
+	if expired {
+		h.resume()
+	}
+}
+
+type holderKey struct{}
+
+// From returns the Holder that Hold put in ctx, or nil (whose methods do
+// nothing).
+func From(ctx context.Context) *Holder {
+	h, _ := ctx.Value(holderKey{}).(*Holder)
+	return h
+}
