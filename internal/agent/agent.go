@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -158,7 +159,12 @@ type Runner struct {
 	// jittered up by at most a tenth; no wait exceeds
 	// provider.MaxRetryAfter. Tests shorten waits with it.
 	Backoff func(n int) time.Duration
-	Logger  *slog.Logger
+	// Slots bounds the runs computing at once (see package compute): a
+	// model step holds a slot while it builds its request and handles what
+	// its model streams, not while it waits for the model. Nil bounds
+	// nothing.
+	Slots  *compute.Slots
+	Logger *slog.Logger
 }
 
 // Execute runs the run (or revives it, see Run.Revive) until it ends or is
@@ -707,14 +713,19 @@ func (x *execution) send(build func(attempt int) (provider.Request, error), onDe
 	for attempt := 0; ; attempt++ {
 		// The run's progress so far goes out while the model thinks.
 		x.soon()
+		slot, sctx, err := x.r.Slots.Hold(x.ctx)
+		if err != nil {
+			return provider.Response{}, req, used, requested, fmt.Errorf("waiting to compute: %w", err)
+		}
 		req, err = build(attempt)
 		if err != nil {
+			slot.Done()
 			return provider.Response{}, req, used, requested, err
 		}
 		requested = true
 		streamed := false
 		// A flush the store refuses ends the request: the run stops there.
-		mctx, stop := context.WithCancel(x.ctx)
+		mctx, stop := context.WithCancel(sctx)
 		x.mu.Lock()
 		x.stopModel = stop
 		failed := x.failed
@@ -728,6 +739,7 @@ func (x *execution) send(build func(attempt int) (provider.Request, error), onDe
 				onDelta(d)
 			}
 		})
+		slot.Done()
 		x.mu.Lock()
 		x.stopModel = nil
 		x.mu.Unlock()

@@ -282,16 +282,17 @@ const (
 // HTTP/2) with a bound on the wait for response headers and on the
 // connections it keeps idle. Each call makes a new transport and a new
 // pool of connections: share the client (package registry does) rather
-// than make one per request.
+// than make one per request. Its waits let go of the calling run's compute
+// slot (PauseTransport).
 func DefaultHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
-		return &http.Client{}
+		return &http.Client{Transport: PauseTransport(nil)}
 	}
 	t = t.Clone()
 	t.ResponseHeaderTimeout = responseHeaderTimeout
 	t.MaxIdleConns = maxIdleConns
 	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
 	t.IdleConnTimeout = idleConnTimeout
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: PauseTransport(t)}
 }

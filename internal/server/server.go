@@ -21,6 +21,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
 	"github.com/tandem-dev/tandem/internal/cluster"
+	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
@@ -103,6 +104,9 @@ type Config struct {
 	// session records, system prompts, session approvals), so that memory
 	// comes back once the load is gone; nil means every IdleSweepEvery.
 	IdleSweeps <-chan time.Time
+	// ComputeSlots is how many runs may compute at once (package compute);
+	// 0 means one per CPU. Runs waiting for their models hold none.
+	ComputeSlots int
 }
 
 // IdleSweepEvery is how often a server sweeps its caches: what an idle
@@ -256,6 +260,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Store:   db,
 			Tools:   tools,
 			Backoff: cfg.ModelRetryBackoff,
+			Slots:   compute.New(cfg.ComputeSlots),
 			Logger:  cfg.Logger,
 		},
 		Broker:      broker,

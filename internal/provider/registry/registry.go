@@ -39,7 +39,12 @@ type Option func(*Registry)
 // TLS or tests) instead of the clients the Registry keeps; the echo
 // provider has no use for it.
 func WithHTTPClient(c *http.Client) Option {
-	return func(r *Registry) { r.fixed = c }
+	return func(r *Registry) {
+		// Its waits, too, must let go of a run's compute slot.
+		paused := *c
+		paused.Transport = provider.PauseTransport(c.Transport)
+		r.fixed = &paused
+	}
 }
 
 // Registry builds providers. It is safe for concurrent use.
