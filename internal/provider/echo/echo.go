@@ -52,6 +52,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/provider"
 )
 
@@ -160,13 +161,18 @@ func (s *streamer) delta(kind, piece string, pause time.Duration) error {
 		return nil
 	}
 	if pause > 0 {
+		// A model thinking: the run's compute slot may go to another.
+		h := compute.From(s.ctx)
+		h.BeginWait()
 		t := time.NewTimer(pause)
 		select {
 		case <-s.ctx.Done():
 			t.Stop()
+			h.EndWait()
 			return provider.CanceledError(s.ctx, name)
 		case <-t.C:
 		}
+		h.EndWait()
 	} else if s.ctx.Err() != nil {
 		return provider.CanceledError(s.ctx, name)
 	}

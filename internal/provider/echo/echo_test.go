@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/provider/echo"
 )
@@ -241,4 +242,29 @@ func TestUnknownSlashCommandIsEchoed(t *testing.T) {
 	resp, _, err := run(t, provider.Request{Messages: user("/usr/bin/env is a path")})
 	require.NoError(t, err)
 	require.Equal(t, "echo: /usr/bin/env is a path", resp.Text)
+}
+
+// /slow's pauses are a model thinking: with one compute slot, another run
+// computes during them, and the slow run still ends.
+func TestSlowPausesLetAnotherRunCompute(t *testing.T) {
+	slots := compute.New(1)
+	h, ctx, err := slots.Hold(t.Context())
+	require.NoError(t, err)
+	defer h.Done()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := echo.New(provider.Config{}).Stream(ctx, provider.Request{Messages: user("/slow 2 100")}, nil)
+		ended <- err
+	}()
+	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	other, _, err := slots.Hold(wait)
+	require.NoError(t, err, "the slow run kept its slot while it paused")
+	other.Done()
+	select {
+	case err := <-ended:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow run did not end")
+	}
 }
