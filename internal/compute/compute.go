@@ -74,8 +74,8 @@ func (s *Slots) release() { <-s.c }
 
 // A Holder is one piece of work's claim on a slot. It lets its slot go
 // while it waits long (BeginWait, EndWait) and takes one again after,
-// until Done. It stands for one
-// goroutine's work: its waits must not overlap.
+// until Done. It stands for one goroutine's work: its waits must not
+// overlap.
 type Holder struct {
 	s   *Slots
 	ctx context.Context
@@ -88,16 +88,6 @@ type Holder struct {
 	done bool
 	// waiting is set during a wait, expired once it outlasted Patience.
 	waiting, expired bool
-}
-
-// pause lets the holder's slot go, if it has one, until resume.
-func (h *Holder) pause() {
-	if h == nil || h.s == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.releaseLocked()
 }
 
 func (h *Holder) releaseLocked() {
