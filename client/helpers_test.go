@@ -33,6 +33,39 @@ type env struct {
 	ts  *httptest.Server
 	c   *Client
 	dir string // a directory to use as workspace
+	// accepted are the server's connections, for cuts from its side
+	// (httptest's CloseClientConnections does not see streams, which take
+	// their connections over from net/http).
+	accepted *accepted
+}
+
+// accepted is a listener that keeps the connections it accepted.
+type accepted struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *accepted) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// cut closes every connection accepted so far, as a server whose network
+// failed would.
+func (l *accepted) cut() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 func startServer(t *testing.T, opts ...func(*server.Config)) *env {
@@ -43,7 +76,10 @@ func startServer(t *testing.T, opts ...func(*server.Config)) *env {
 	}
 	srv, err := server.New(context.Background(), cfg)
 	require.NoError(t, err)
-	e := &env{t: t, srv: srv, ts: httptest.NewServer(srv.Handler()), dir: t.TempDir()}
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	e := &env{t: t, srv: srv, ts: ts, accepted: &accepted{Listener: ts.Listener}, dir: t.TempDir()}
+	ts.Listener = e.accepted
+	ts.Start()
 	e.c = New(e.ts.URL, testToken)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)

@@ -180,7 +180,7 @@ func TestReconnectMidRunLosesNothing(t *testing.T) {
 					}
 					n := 1
 					if tc.serverSide {
-						e.ts.CloseClientConnections()
+						e.accepted.cut()
 					} else {
 						n = k.kill()
 					}

@@ -365,8 +365,14 @@ func (a *API) logRequest(r *http.Request, sw *statusWriter) {
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 		route = rc.RoutePattern()
 	}
+	status := sw.status
+	if status == 0 {
+		// Nothing written: net/http answered 200, or a stream took the
+		// connection over after its 200 (see streamDetached).
+		status = http.StatusOK
+	}
 	a.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path,
-		"status", sw.status, "duration", time.Since(sw.start))
+		"status", status, "duration", time.Since(sw.start))
 }
 
 func stack() string { return string(debug.Stack()) }

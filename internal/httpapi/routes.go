@@ -93,17 +93,65 @@ func (a *API) Workspace(r *http.Request) (*workspace.Workspace, error) {
 	return a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
 }
 
-// streamEvents serves a workspace's event stream. An idle stream parks its
-// goroutine here for as long as the client stays, under the whole
-// middleware chain: the work around the wait is done in functions of their
-// own, so that what stays on the stack is small and the runtime can shrink
-// it (it does when a parked goroutine uses under a quarter of its stack).
+// streamEvents serves a workspace's event stream (see streamDetached).
+// Where the stream cannot take its connection over, it parks this
+// goroutine for as long as the client stays, under the whole middleware
+// chain: the work around the wait is done in functions of their own, so
+// that what stays on the stack is small and the runtime can shrink it (it
+// does when a parked goroutine uses under a quarter of its stack).
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	st := a.streamRequest(w, r)
 	if st == nil {
 		return
 	}
-	a.streamEnded(w, r, st, st.ws.Stream(r.Context(), sse.NewWriter(w), &st.opts))
+	a.streamDetached(w, r, st)
+}
+
+// streamDetached serves the stream on a goroutine of its own, which takes
+// the connection over from net/http as the stream opens (sse.Conn): the
+// handler then returns, and net/http lets go of the request, its buffers
+// and its goroutines; an idle stream holds half the memory it held served
+// from its handler. A refusal before the stream opens is answered here;
+// where the connection cannot be taken over (HTTP/2), the handler stays
+// until the stream ends, as a handler does. Wait waits for the stream.
+//
+//go:noinline
+func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamCall) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	sink := sse.NewConn(w, cancel)
+	ended := make(chan error, 1)
+	a.enter()
+	go func() {
+		defer a.leave()
+		err := st.ws.Stream(ctx, sink, &st.opts)
+		cancel()
+		select {
+		case <-sink.Opened():
+			if sink.TakenOver() {
+				_ = sink.Close()
+				a.streamEnded(nil, nil, st, err)
+				return
+			}
+		default:
+		}
+		ended <- err
+	}()
+	opened, gone := sink.Opened(), r.Context().Done()
+	for {
+		select {
+		case <-opened:
+			if sink.TakenOver() {
+				return
+			}
+			opened = nil // written through w, which lasts as long as this handler
+		case <-gone:
+			cancel()
+			gone = nil
+		case err := <-ended:
+			a.streamEnded(w, r, st, err)
+			return
+		}
+	}
 }
 
 // streamCall is a stream request, decoded.
@@ -163,12 +211,13 @@ func (a *API) decodeStream(w http.ResponseWriter, r *http.Request) (*workspace.W
 }
 
 // streamEnded answers a claim refusal, which comes before the stream
-// starts, and logs why a stream ended.
+// starts, and logs why a stream ended; w is nil once the stream took its
+// connection over (there is nothing left to answer).
 //
 //go:noinline
 func (a *API) streamEnded(w http.ResponseWriter, r *http.Request, st *streamCall, err error) {
 	var te *tandem.Error
-	if errors.As(err, &te) {
+	if w != nil && errors.As(err, &te) {
 		a.writeError(w, r, err)
 		return
 	}
