@@ -42,30 +42,39 @@ type env struct {
 // accepted is a listener that keeps the connections it accepted.
 type accepted struct {
 	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	conns
 }
 
 func (l *accepted) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
+		l.add(c)
 	}
 	return c, err
 }
 
-// cut closes every connection accepted so far, as a server whose network
-// failed would.
-func (l *accepted) cut() {
-	l.mu.Lock()
-	conns := l.conns
-	l.conns = nil
-	l.mu.Unlock()
-	for _, c := range conns {
+// conns are connections a test can cut, as a failed network would.
+type conns struct {
+	mu   sync.Mutex
+	list []net.Conn
+}
+
+func (cs *conns) add(c net.Conn) {
+	cs.mu.Lock()
+	cs.list = append(cs.list, c)
+	cs.mu.Unlock()
+}
+
+// cut closes every connection added so far and reports how many there were.
+func (cs *conns) cut() int {
+	cs.mu.Lock()
+	list := cs.list
+	cs.list = nil
+	cs.mu.Unlock()
+	for _, c := range list {
 		_ = c.Close()
 	}
+	return len(list)
 }
 
 func startServer(t *testing.T, opts ...func(*server.Config)) *env {
@@ -147,10 +156,7 @@ func until(t *testing.T, s *EventStream, typ string) (proto.Event, []proto.Event
 
 // killer is a dialer whose connections a test can cut from the client side,
 // as a flaky network would.
-type killer struct {
-	mu    sync.Mutex
-	conns []net.Conn
-}
+type killer struct{ conns }
 
 func (k *killer) client() *http.Client {
 	d := &net.Dialer{}
@@ -158,9 +164,7 @@ func (k *killer) client() *http.Client {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
-				k.mu.Lock()
-				k.conns = append(k.conns, c)
-				k.mu.Unlock()
+				k.add(c)
 			}
 			return c, err
 		},
@@ -168,13 +172,4 @@ func (k *killer) client() *http.Client {
 }
 
 // kill closes every connection dialed so far and reports how many there were.
-func (k *killer) kill() int {
-	k.mu.Lock()
-	conns := k.conns
-	k.conns = nil
-	k.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	return len(conns)
-}
+func (k *killer) kill() int { return k.cut() }
