@@ -870,7 +870,7 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 	// pending are tool calls of the last assistant message still owed a
 	// result; deferred, the user messages that came while they were.
 	var pending []provider.ToolCall
-	var deferred []proto.Message
+	var deferred []*proto.Message
 	flushDeferred := func() {
 		for _, m := range deferred {
 			out = append(out, x.userMessage(m))
@@ -884,7 +884,10 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 		pending = nil
 		flushDeferred()
 	}
-	for _, m := range msgs[start:] {
+	// By index: a message is a large struct, and a history is read at
+	// every step of every run.
+	for i := start; i < len(msgs); i++ {
+		m := &msgs[i]
 		if isSummary(m) {
 			continue // the latest is in front; older ones are in it
 		}
@@ -940,12 +943,19 @@ func (x *execution) history(msgs []proto.Message) []provider.Message {
 // for an earlier prompt, a note for each attachment it had. The text is
 // built once at its final size: a prompt may carry 20 MiB of attachments,
 // and joining them one by one would copy what came before at each step.
-func (x *execution) userMessage(m proto.Message) provider.Message {
+func (x *execution) userMessage(m *proto.Message) provider.Message {
 	const earlier = "\n\n[attachment %q was shown in an earlier turn]"
 	pm := provider.Message{Role: provider.RoleUser}
 	atts, current := x.run.Attachments, m.ID == x.userID
 	if s, ok := x.steered[m.ID]; ok {
 		atts, current = s, true
+	}
+	if len(m.Parts) == 1 && m.Parts[0].Type == proto.PartText && (!current || len(atts) == 0) {
+		// The common message, text only: its text as stored, not a copy,
+		// so that every step of the session sends the same string (and
+		// the encode cache compares it with what it kept at a glance).
+		pm.Text = m.Parts[0].Text
+		return pm
 	}
 	size := 0
 	for _, p := range m.Parts {

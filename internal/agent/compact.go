@@ -68,7 +68,7 @@ const summaryInstructions = `Summarize the conversation above for the agent that
 Be concise and specific; leave out pleasantries and anything no longer relevant. Write the summary only.`
 
 // isSummary reports whether m is a compaction's summary message.
-func isSummary(m proto.Message) bool {
+func isSummary(m *proto.Message) bool {
 	return m.Role == proto.RoleAssistant && len(m.Parts) > 0 && m.Parts[0].Type == proto.PartSummary
 }
 
@@ -79,7 +79,7 @@ func isSummary(m proto.Message) bool {
 // happen: messages are never deleted) is ignored.
 func compactedView(msgs []proto.Message) (start int, summary *proto.Part) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if !isSummary(msgs[i]) {
+		if !isSummary(&msgs[i]) {
 			continue
 		}
 		p := &msgs[i].Parts[0]
@@ -156,7 +156,7 @@ func (x *execution) compact(tokensBefore int64, keep int, exclude string) error 
 			prev = summary.Text
 		}
 		for _, m := range msgs[start:] {
-			if !isSummary(m) && m.ID != exclude {
+			if !isSummary(&m) && m.ID != exclude {
 				rest = append(rest, m)
 			}
 		}

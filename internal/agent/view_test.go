@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -103,4 +104,21 @@ func TestHistoryReadsTheLatestSummary(t *testing.T) {
 		texts = append(texts, m.Role+":"+m.Text)
 	}
 	require.Equal(t, []string{"user:" + summaryIntro + "S2", "assistant:second", "user:three", "assistant:third", "user:four"}, texts)
+}
+
+// Every step reads the whole history: a text-only message reaches the
+// model as the stored string itself, not a copy made at each step (which
+// also lets the encode cache recognize it without reading it through). A
+// prompt with attachments is still built: the run's own with their text,
+// an earlier one with a note for each.
+func TestHistorySendsStoredTextAsIs(t *testing.T) {
+	x := &execution{run: &Run{Attachments: []Attachment{{Text: "FILE"}}}, userID: "now"}
+	stored := []proto.Message{userMsg("u", "an earlier prompt"), textMsg("a", "an answer"), userMsg("now", "this prompt")}
+	earlier := proto.Message{ID: "e", Role: proto.RoleUser, Parts: []proto.Part{{Type: proto.PartText, Text: "see"}, {Type: proto.PartAttachment, DisplayName: "f.txt"}}}
+	got := x.history(append(stored, earlier))
+	require.Len(t, got, 4)
+	require.Same(t, unsafe.StringData(stored[0].Parts[0].Text), unsafe.StringData(got[0].Text))
+	require.Same(t, unsafe.StringData(stored[1].Parts[0].Text), unsafe.StringData(got[1].Text))
+	require.Equal(t, "this prompt\n\nFILE", got[2].Text)
+	require.Equal(t, "see\n\n[attachment \"f.txt\" was shown in an earlier turn]", got[3].Text)
 }
