@@ -22,7 +22,8 @@ const entryOverhead = 256
 // it through an SDK at every step made the cost of a step grow with the
 // session, and long sessions spent a third of their CPU on it. With the
 // cache a step encodes only its new messages and pays, for the others, a
-// hash and a comparison, which is what copying them costs anyway.
+// hash and a comparison, which is what copying them costs anyway. It also
+// keeps the encodings of requests without their messages (Head).
 //
 // Entries are keyed by content (the format and every field of the Message),
 // so a cache serves any number of sessions and providers, and nothing
@@ -45,7 +46,11 @@ type encodedEntry struct {
 	format string
 	msg    Message
 	enc    []byte
-	cost   int64
+	// head, for an entry of Head, is the request it encodes (without
+	// messages); enc is then its prefix and suffix, split at split.
+	head  *Request
+	split int
+	cost  int64
 	// used is set when the entry is kept or served, and cleared by Sweep.
 	used bool
 }
@@ -68,7 +73,7 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 	c.mu.Lock()
 	if el, ok := c.entries[key]; ok {
 		e := el.Value.(*encodedEntry)
-		if e.format == format && sameMessage(&e.msg, &m) {
+		if e.head == nil && e.format == format && sameMessage(&e.msg, &m) {
 			e.used = true
 			c.lru.MoveToFront(el)
 			c.mu.Unlock()
@@ -102,6 +107,56 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 		c.removeLocked(c.lru.Back())
 	}
 	return enc, nil
+}
+
+// Head returns the encoding of req without its messages, split where the
+// messages go: what encode made of it (for a request whose messages are
+// one marker, the parts before and after the marker), or what an earlier
+// call with the same format, model, effort, system prompt, tools and
+// output cap got from it. Every step of every session of a workspace
+// sends the same system prompt and tools, and encoding them through an
+// SDK (the tools' schemas decoded into maps, then encoded back) cost as
+// much as the rest of the request. The results are shared and must not be
+// changed; neither may req's tool parameters once passed.
+func (c *EncodeCache) Head(format string, req Request, encode func(Request) (prefix, suffix []byte, err error)) (prefix, suffix []byte, err error) {
+	req.Messages = nil
+	if c == nil {
+		return encode(req)
+	}
+	key := c.hashHead(format, &req)
+	c.mu.Lock()
+	if el, ok := c.entries[key]; ok {
+		e := el.Value.(*encodedEntry)
+		if e.head != nil && e.format == format && sameHead(e.head, &req) {
+			e.used = true
+			c.lru.MoveToFront(el)
+			c.mu.Unlock()
+			return e.enc[:e.split:e.split], e.enc[e.split:], nil
+		}
+	}
+	c.mu.Unlock()
+
+	prefix, suffix, err = encode(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	enc := append(append(make([]byte, 0, len(prefix)+len(suffix)), prefix...), suffix...)
+	cost := int64(len(enc)+len(format)+entryOverhead) + headBytes(&req)
+	if cost > c.max/8 {
+		return prefix, suffix, nil
+	}
+	req.Tools = slices.Clone(req.Tools)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.removeLocked(el)
+	}
+	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, head: &req, enc: enc, split: len(prefix), cost: cost, used: true})
+	c.size += cost
+	for c.size > c.max {
+		c.removeLocked(c.lru.Back())
+	}
+	return enc[:len(prefix):len(prefix)], enc[len(prefix):], nil
 }
 
 // Sweep drops the entries no request used since the previous Sweep. Its
@@ -173,6 +228,52 @@ func (c *EncodeCache) hash(format string, m *Message) uint64 {
 		raw(img.Data)
 	}
 	return h.Sum64()
+}
+
+// hashHead is hash for Head's requests; the leading marker keeps a head
+// and a message from ever feeding the hash the same bytes.
+func (c *EncodeCache) hashHead(format string, r *Request) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	num := func(n int) {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(n >> (8 * i))
+		}
+		_, _ = h.Write(b[:])
+	}
+	str := func(s string) { num(len(s)); _, _ = h.WriteString(s) }
+	_ = h.WriteByte(0xff)
+	str(format)
+	str(r.Model)
+	str(r.ReasoningEffort)
+	str(r.System)
+	num(r.MaxTokens)
+	num(len(r.Tools))
+	for _, t := range r.Tools {
+		str(t.Name)
+		str(t.Description)
+		num(len(t.Parameters))
+		_, _ = h.Write(t.Parameters)
+	}
+	return h.Sum64()
+}
+
+func sameHead(a, b *Request) bool {
+	return a.Model == b.Model && a.ReasoningEffort == b.ReasoningEffort && a.System == b.System &&
+		a.MaxTokens == b.MaxTokens &&
+		slices.EqualFunc(a.Tools, b.Tools, func(x, y Tool) bool {
+			return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+		})
+}
+
+// headBytes is what a head's request weighs in the cache.
+func headBytes(r *Request) int64 {
+	n := len(r.Model) + len(r.ReasoningEffort) + len(r.System)
+	for _, t := range r.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 64
+	}
+	return int64(n)
 }
 
 func sameMessage(a, b *Message) bool {

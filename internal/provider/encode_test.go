@@ -192,3 +192,59 @@ func TestEncodeCacheSweepDropsWhatNoRequestUsed(t *testing.T) {
 	require.Zero(t, c.lru.Len())
 	require.Zero(t, c.size)
 }
+
+// A request's head (model, effort, system prompt, tools, output cap) is
+// encoded once for any number of steps, and again whenever any of them
+// differs; messages play no part in it.
+func TestEncodeCacheKeepsHeads(t *testing.T) {
+	c := NewEncodeCache(DefaultEncodeCacheBytes)
+	calls := 0
+	encode := func(r Request) ([]byte, []byte, error) {
+		calls++
+		require.Nil(t, r.Messages)
+		return []byte(fmt.Sprintf(`{"model":%q,"messages":[`, r.Model)), []byte(`]}`), nil
+	}
+	base := func() Request {
+		return Request{
+			Model: "m", ReasoningEffort: "high", System: strings.Repeat("s", 3) + "ystem", MaxTokens: 100,
+			Tools:    []Tool{{Name: "view", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
+			Messages: []Message{{Role: RoleUser, Text: "hi"}},
+		}
+	}
+	pre, suf, err := c.Head("f", base(), encode)
+	require.NoError(t, err)
+	require.Equal(t, `{"model":"m","messages":[`, string(pre))
+	require.Equal(t, `]}`, string(suf))
+	again := base()
+	again.Messages = append(again.Messages, Message{Role: RoleAssistant, Text: "more"})
+	pre2, _, err := c.Head("f", again, encode)
+	require.NoError(t, err)
+	require.Equal(t, pre, pre2)
+	require.Equal(t, 1, calls, "the same head, other messages: encoded once")
+
+	for name, change := range map[string]func(*Request){
+		"model":      func(r *Request) { r.Model = "n" },
+		"effort":     func(r *Request) { r.ReasoningEffort = "low" },
+		"system":     func(r *Request) { r.System = "other" },
+		"max tokens": func(r *Request) { r.MaxTokens = 5 },
+		"tool name":  func(r *Request) { r.Tools[0].Name = "ls" },
+		"tool text":  func(r *Request) { r.Tools[0].Description = "e" },
+		"schema":     func(r *Request) { r.Tools[0].Parameters = json.RawMessage(`{}`) },
+		"no tools":   func(r *Request) { r.Tools = nil },
+	} {
+		r := base()
+		change(&r)
+		before := calls
+		_, _, err := c.Head("f", r, encode)
+		require.NoError(t, err)
+		require.Equal(t, before+1, calls, "%s changed: encoded again", name)
+	}
+	_, _, err = c.Head("g", base(), encode)
+	require.NoError(t, err)
+	require.Equal(t, 10, calls, "another format")
+
+	var none *EncodeCache
+	_, _, err = none.Head("f", base(), encode)
+	require.NoError(t, err)
+	require.Equal(t, 11, calls, "no cache: encoded every time")
+}

@@ -247,26 +247,11 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		}
 		return params.MarshalJSON()
 	}
+	prefix, suffix, err := p.cache.Head(encodeFormat, req, encodeHead)
+	if err != nil {
+		return nil, err
+	}
 	marker := sdk.NewTextBlock(historyMarker)
-	head := req
-	head.Messages = nil
-	params, err := buildParams(head)
-	if err != nil {
-		return nil, err
-	}
-	params.Messages = []sdk.MessageParam{sdk.NewUserMessage(marker)}
-	whole, err := params.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	mark, err := params.Messages[0].MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	at := bytes.Index(whole, mark)
-	if at < 0 {
-		return nil, errors.New("encoding the request: the history's place was not found")
-	}
 	// A turn's encoding is its blocks between what comes before and
 	// after a block in the encoding of a turn of one block.
 	wrap := map[sdk.MessageParamRole][2][]byte{}
@@ -287,8 +272,8 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		size += len(turn)
 	}
 
-	out := make([]byte, 0, len(whole)+size+len(parts)*len(wrap[sdk.MessageParamRoleUser][0]))
-	out = append(out, whole[:at]...)
+	out := make([]byte, 0, len(prefix)+len(suffix)+size+len(parts)*len(wrap[sdk.MessageParamRoleUser][0]))
+	out = append(out, prefix...)
 	for i, pt := range parts {
 		switch {
 		case i == 0:
@@ -304,7 +289,31 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		out = append(out, pt.enc...)
 	}
 	out = append(out, wrap[parts[len(parts)-1].role][1]...)
-	return append(out, whole[at+len(mark):]...), nil
+	return append(out, suffix...), nil
+}
+
+// encodeHead encodes req (without messages) as the SDK would, split where
+// its messages go: it encodes the request with one marker turn, and cuts
+// the turn out.
+func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
+	params, err := buildParams(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	params.Messages = []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(historyMarker))}
+	whole, err := params.MarshalJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	mark, err := params.Messages[0].MarshalJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	at := bytes.Index(whole, mark)
+	if at < 0 {
+		return nil, nil, errors.New("encoding the request: the history's place was not found")
+	}
+	return whole[:at], whole[at+len(mark):], nil
 }
 
 // encodeBlocks is the JSON of m's content blocks as the SDK encodes them

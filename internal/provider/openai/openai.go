@@ -306,26 +306,12 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		}
 		return params.MarshalJSON()
 	}
-	head := req
-	head.Messages = []provider.Message{{Role: provider.RoleUser, Text: historyMarker}}
-	params, err := buildParams(head)
+	prefix, suffix, err := p.cache.Head(encodeFormat, req, encodeHead)
 	if err != nil {
 		return nil, err
-	}
-	whole, err := params.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	mark, err := encodeMessage(head.Messages[0])
-	if err != nil {
-		return nil, err
-	}
-	at := bytes.Index(whole, mark)
-	if at < 0 {
-		return nil, errors.New("encoding the request: the history's place was not found")
 	}
 	encs := make([][]byte, len(req.Messages))
-	size := len(whole) - len(mark) + len(encs)
+	size := len(prefix) + len(suffix) + len(encs)
 	for i, m := range req.Messages {
 		enc, err := p.cache.Encode(encodeFormat, m, encodeMessage)
 		if err != nil {
@@ -335,14 +321,38 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		size += len(enc)
 	}
 	out := make([]byte, 0, size)
-	out = append(out, whole[:at]...)
+	out = append(out, prefix...)
 	for i, enc := range encs {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, enc...)
 	}
-	return append(out, whole[at+len(mark):]...), nil
+	return append(out, suffix...), nil
+}
+
+// encodeHead encodes req (without messages) as the SDK would, split where
+// its messages go: it encodes the request with one marker message, and
+// cuts the marker out.
+func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
+	req.Messages = []provider.Message{{Role: provider.RoleUser, Text: historyMarker}}
+	params, err := buildParams(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	whole, err := params.MarshalJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	mark, err := encodeMessage(req.Messages[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	at := bytes.Index(whole, mark)
+	if at < 0 {
+		return nil, nil, errors.New("encoding the request: the history's place was not found")
+	}
+	return whole[:at], whole[at+len(mark):], nil
 }
 
 // encodeMessage is the JSON of one message as the SDK encodes it within
