@@ -90,17 +90,15 @@ func (s *Conn) Open() error {
 	return nil
 }
 
-// watch reads the connection until it fails: a client of an event stream
-// sends nothing more, so that is the client going (or Close).
+// watch waits for the client to go. A client of an event stream sends
+// nothing after its request, so the first read to return, with an error
+// (the client closed, or Close) or with bytes, ends the stream: reading on
+// whatever a client sends would let it keep the server busy reading.
 func (s *Conn) watch() {
 	defer s.read.Done()
-	var buf [64]byte
-	for {
-		if _, err := s.conn.Read(buf[:]); err != nil {
-			s.gone()
-			return
-		}
-	}
+	var buf [1]byte
+	_, _ = s.conn.Read(buf[:])
+	s.gone()
 }
 
 // Write writes to the connection (the hub writes whole batches of frames).

@@ -87,3 +87,32 @@ func TestConnWritesThroughAResponseItCannotTakeOver(t *testing.T) {
 	assert.True(t, strings.HasPrefix(rec.Body.String(), "data: x"))
 	assert.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
 }
+
+// A client that sends anything on its stream's connection (which none has
+// a reason to) ends its stream: the server does not read on for it.
+func TestConnEndsAStreamWhoseClientSends(t *testing.T) {
+	streams := make(chan *sse.Conn, 1)
+	gone := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-ctx.Done(); close(gone) }()
+		s := sse.NewConn(w, cancel)
+		require.NoError(t, s.Open())
+		streams <- s
+	}))
+	defer ts.Close()
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	s := <-streams
+	defer func() { _ = s.Close() }()
+	_, err = io.WriteString(c, strings.Repeat("x", 1<<16))
+	require.NoError(t, err)
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client sent data and the stream went on")
+	}
+}
