@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,27 +12,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tandem-dev/tandem/internal/config"
-	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/session"
-	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/internal/workspace/workspacetest"
 )
 
 // openWorkspace returns an open workspace over a real store.
 func openWorkspace(t *testing.T) *workspace.Workspace {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tandem.db"))
-	require.NoError(t, err)
-	h := hub.New(hub.Config{})
-	m := workspace.NewManager(workspace.Config{Store: db, Hub: h, CreateGrace: time.Hour, DetachGrace: time.Hour})
-	ws, _, err := m.Open(ctx, t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Shutdown(ctx)
-		h.Close()
-		require.NoError(t, db.Close())
-	})
+	ws, _, _ := workspacetest.Open(t)
 	return ws
 }
 

@@ -4,36 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/internal/workspace/workspacetest"
 	"github.com/tandem-dev/tandem/proto"
 )
 
 // newBroker returns a broker over a real store, with an open workspace.
 func newBroker(tb testing.TB) (*Broker, *workspace.Workspace, store.Store) {
 	tb.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "tandem.db"))
-	require.NoError(tb, err)
-	h := hub.New(hub.Config{})
-	m := workspace.NewManager(workspace.Config{Store: db, Hub: h, CreateGrace: time.Hour, DetachGrace: time.Hour})
-	ws, _, err := m.Open(ctx, tb.TempDir())
-	require.NoError(tb, err)
-	tb.Cleanup(func() {
-		m.Shutdown(ctx)
-		h.Close()
-		require.NoError(tb, db.Close())
-	})
+	ws, _, db := workspacetest.Open(tb)
 	return New(db, nil, nil), ws, db
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tandem-dev/tandem/internal/hub"
-	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/internal/workspace/workspacetest"
 )
 
 // openSink is a stream's sink that says when the stream opened and
@@ -29,21 +27,12 @@ func (openSink) SetWriteDeadline(time.Time) error { return nil }
 // are forgotten, never one with an open stream, which attached_clients
 // counts.
 func TestMembersAreBounded(t *testing.T) {
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tandem.db"))
-	require.NoError(t, err)
-	h := hub.New(hub.Config{})
-	m := workspace.NewManager(workspace.Config{Store: db, Hub: h, CreateGrace: time.Hour, DetachGrace: time.Hour})
-	ws, _, err := m.Open(ctx, t.TempDir())
-	require.NoError(t, err)
-	sctx, stop := context.WithCancel(ctx)
+	ws, m, db := workspacetest.Open(t)
+	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the workspace's own cleanup
 		stop()
 		<-served
-		m.Shutdown(ctx)
-		h.Close()
-		require.NoError(t, db.Close())
 	})
 	s := NewService(Config{Store: db, Workspaces: m})
 
