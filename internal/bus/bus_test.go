@@ -222,7 +222,7 @@ func TestLocalFanOutInOrder(t *testing.T) {
 	for _, c := range cancels[1:] {
 		c()
 	}
-	require.Zero(t, l.Subscribers("w"))
+	require.Zero(t, l.subscribers("w"))
 	l.mu.Lock()
 	require.Len(t, l.topics, 1, "only v's topic is left")
 	l.mu.Unlock()
@@ -517,7 +517,7 @@ func TestFeedCloseWhileCatchingUp(t *testing.T) {
 		t.Fatal("Close did not return while the log blocked")
 	}
 	require.Zero(t, calls.Load())
-	require.Zero(t, l.Subscribers("w"), "the feed's subscription ended")
+	require.Zero(t, l.subscribers("w"), "the feed's subscription ended")
 }
 
 // BenchmarkPublish compares the in-process bus with a direct call of the

@@ -144,8 +144,8 @@ func (l *Local) Join(workspaceID string, fn func(Event), lost func()) (*Topic, f
 	}
 }
 
-// Subscribers returns how many subscribers the workspace has on this node.
-func (l *Local) Subscribers(workspaceID string) int {
+// subscribers returns how many subscribers the workspace has on this node (for tests).
+func (l *Local) subscribers(workspaceID string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t := l.topics[workspaceID]; t != nil {

@@ -300,7 +300,7 @@ func TestResolveModel(t *testing.T) {
 			assert.Equal(t, tt.mname, name)
 		})
 	}
-	spec, ok := cfg.ModelSpec("work/gpt-4.1")
+	spec, ok := cfg.modelSpec("work/gpt-4.1")
 	require.True(t, ok)
 	assert.EqualValues(t, 32768, spec.MaxOutputTokens)
 }

@@ -184,9 +184,9 @@ func (c *Config) DefaultModel(override string) string {
 	return provider.TypeEcho
 }
 
-// ModelSpec returns what the configuration says about model (as written
+// modelSpec returns what the configuration says about model (as written
 // in a session, e.g. "openai/gpt-4.1").
-func (c *Config) ModelSpec(model string) (Model, bool) {
+func (c *Config) modelSpec(model string) (Model, bool) {
 	if c == nil {
 		return Model{}, false
 	}
