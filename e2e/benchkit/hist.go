@@ -1,4 +1,4 @@
-// Package benchkit holds what the benchmark commands (internal/hub/bench,
+// Package benchkit holds what the benchmark commands (e2e/hubbench,
 // e2e/loadbench) and the e2e benchmarks share: a latency histogram, a raw
 // SSE subscriber, and what the host tells about its CPUs.
 package benchkit

@@ -1,7 +1,7 @@
 // Command bench compares internal/hub with r3labs/sse/v2's server on the same
 // workloads, over loopback HTTP, in one run:
 //
-//	go run ./internal/hub/bench [-subs 10,100,1000] [-events 1000] [-rate 200]
+//	go run ./e2e/hubbench [-subs 10,100,1000] [-events 1000] [-rate 200]
 //
 // Sections: load (steady rate and bursts: deliveries/s, server CPU per
 // delivery, publish-to-receive latency), stall (one subscriber that never

@@ -90,7 +90,7 @@ func (s *hubServer) publish(seq int64, payload []byte) {
 	// message.delta: ephemeral, like most of a run's events by count.
 	s.topic.Publish(hub.Event{Seq: seq, Type: "message.delta", Data: payload})
 }
-func (s *hubServer) subscribers() int { return s.topic.Subscribers() }
+func (s *hubServer) subscribers() int { return s.topic.ForTest().Subscribers() }
 func (s *hubServer) close() {
 	closeWithin(s.srv, 10*time.Second)
 	s.h.Close()

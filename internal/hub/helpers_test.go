@@ -203,8 +203,8 @@ func (h *harness) ended(clientID string) error {
 // waitSubscribers waits until the topic has n subscribers.
 func waitSubscribers(t *testing.T, tp *Topic, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return tp.Subscribers() == n }, wait, time.Millisecond,
-		"want %d subscribers, have %d", n, tp.Subscribers())
+	require.Eventually(t, func() bool { return tp.subscribers() == n }, wait, time.Millisecond,
+		"want %d subscribers, have %d", n, tp.subscribers())
 }
 
 // sseStream is one client stream read by parseSSE in a goroutine.

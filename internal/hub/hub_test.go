@@ -352,7 +352,7 @@ func TestStalledClientEvicted(t *testing.T) {
 	data := []byte(`{"pad":"` + strings.Repeat("y", 500) + `"}`)
 	var seq int64
 	got := make([]int64, len(healthy)) // last seq each healthy client read
-	for h.topic.Subscribers() == 5 || seq < 1000 {
+	for h.topic.subscribers() == 5 || seq < 1000 {
 		require.Less(t, seq, int64(200000), "stalled client never evicted")
 		for range 16 {
 			seq++
@@ -389,7 +389,7 @@ func TestSlowConsumerGetsEvictedFrame(t *testing.T) {
 	waitSubscribers(t, tp, 1)
 	tp.Publish(ev(1, "message.delta", "", false))
 	<-w.entered // the writer holds event 1 and is blocked
-	for i := int64(2); tp.Subscribers() == 1; i++ {
+	for i := int64(2); tp.subscribers() == 1; i++ {
 		tp.Publish(Event{Seq: i, Type: "message.delta", Data: make([]byte, 300)})
 	}
 	close(w.gate)
@@ -453,7 +453,7 @@ func TestBurstOfLargeEventsKeepsFastReader(t *testing.T) {
 	for seq := int64(2); seq <= burst; seq++ {
 		tp.Publish(bigEvent(seq))
 	}
-	require.Equal(t, 1, tp.Subscribers(), "evicted by the burst")
+	require.Equal(t, 1, tp.subscribers(), "evicted by the burst")
 	close(w.gate)
 	// Close flushes what is queued, then ends the stream.
 	tp.Close()
@@ -481,7 +481,7 @@ func TestStalledReaderEvictedAfterGrace(t *testing.T) {
 	<-w.entered // blocked writing event 1, for good
 	seq := int64(1)
 	require.Equal(t, int64(1), healthy.next().seq(t))
-	for h.topic.Subscribers() == 2 {
+	for h.topic.subscribers() == 2 {
 		seq++
 		require.Less(t, seq, int64(100), "not evicted after its grace")
 		h.topic.Publish(Event{Seq: seq, Type: "message.delta", Data: data})
@@ -489,7 +489,7 @@ func TestStalledReaderEvictedAfterGrace(t *testing.T) {
 		// holds more than this event.
 		require.Equal(t, seq, healthy.next().seq(t))
 	}
-	require.Equal(t, 1, h.topic.Subscribers(), "the healthy stream was evicted")
+	require.Equal(t, 1, h.topic.subscribers(), "the healthy stream was evicted")
 	close(w.gate) // let the write of event 1 finish: Serve ends evicted
 	require.ErrorIs(t, <-done, ErrEvicted)
 }
@@ -505,7 +505,7 @@ func TestQueueOverMaxEvictsAtOnce(t *testing.T) {
 	tp.Publish(Event{Seq: 1, Type: "message.delta", Data: data})
 	<-w.entered
 	seq, queued := int64(1), 0
-	for tp.Subscribers() == 1 {
+	for tp.subscribers() == 1 {
 		seq++
 		e := Event{Seq: seq, Type: "message.delta", Data: data}
 		size := frameLen(e.Type, e.Data)
@@ -543,7 +543,7 @@ func TestOversizedEventDoesNotEvictIdleStream(t *testing.T) {
 	f := s.next()
 	require.Equal(t, int64(1), f.seq(t))
 	require.Equal(t, big, f.Data)
-	require.Equal(t, 1, h.topic.Subscribers())
+	require.Equal(t, 1, h.topic.subscribers())
 }
 
 func TestHeartbeat(t *testing.T) {
@@ -578,7 +578,7 @@ func TestTopicCloseEndsStreams(t *testing.T) {
 	}
 	require.ErrorIs(t, h.ended("a"), ErrClosed)
 	require.ErrorIs(t, h.ended("b"), ErrClosed)
-	require.Zero(t, h.topic.Subscribers())
+	require.Zero(t, h.topic.subscribers())
 
 	// Later streams are refused before anything is written.
 	s, err := h.tryOpen("late", nil, nil)
@@ -782,7 +782,7 @@ func TestStress(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.Zero(t, tp.Subscribers())
+	require.Zero(t, tp.subscribers())
 	t.Logf("%d streams, %d frames, %d evicted, %d backlog reads", streams.Load(), delivered.Load(), evicted.Load(), st.numCalls())
 }
 

@@ -57,7 +57,7 @@ func BenchmarkPublish(b *testing.B) {
 		writers[i] = w
 		wg.Go(func() { _ = tp.Serve(ctx, sse.NewWriter(w), &ServeOptions{ClientID: "bench", WorkspaceID: "bench"}) })
 	}
-	for tp.Subscribers() < subs {
+	for tp.subscribers() < subs {
 		time.Sleep(time.Millisecond)
 	}
 	data := []byte(`{"seq":0,"type":"message.delta","workspace_id":"7f9c2f1e-4a57-4f34-9d2b-8a8e6b0c1d2e","data":{"kind":"text","text":"` +
@@ -71,7 +71,7 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	for _, w := range writers {
 		for w.last.Load() < int64(b.N) {
-			if tp.Subscribers() < subs {
+			if tp.subscribers() < subs {
 				b.Fatal("a stream was evicted")
 			}
 			time.Sleep(50 * time.Microsecond)

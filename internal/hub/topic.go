@@ -91,12 +91,21 @@ func (t *Topic) Head() int64 {
 // not kept would reach anyone now.
 func (t *Topic) Watched() bool { return t.watched.Load() }
 
-// Subscribers returns the number of streams currently registered.
-func (t *Topic) Subscribers() int {
+func (t *Topic) subscribers() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.subs)
 }
+
+// ForTest returns what tests and benchmarks outside the package may read of
+// the topic; the server never needs it.
+func (t *Topic) ForTest() TopicForTest { return TopicForTest{t} }
+
+// TopicForTest is a topic seen by a test (see Topic.ForTest).
+type TopicForTest struct{ t *Topic }
+
+// Subscribers returns the number of streams currently registered.
+func (f TopicForTest) Subscribers() int { return f.t.subscribers() }
 
 // Disconnect ends every current stream of the topic after a best-effort flush
 // of what is already queued; their Serve calls return ErrDisconnected. Unlike
