@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"mime"
@@ -19,6 +20,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/tandem-dev/tandem/proto"
 )
 
 // dist holds the committed placeholder dist/README.md and, once built, the app
@@ -99,7 +102,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeError(w, http.StatusMethodNotAllowed, proto.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 		return
 	}
 	p := r.URL.Path
@@ -112,7 +115,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f, ok := h.files[p]
 	if !ok {
-		http.Error(w, "not found", http.StatusNotFound)
+		writeError(w, http.StatusNotFound, proto.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
 		return
 	}
 	hd.Set("Content-Type", f.ctype)
@@ -135,6 +138,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// No modification time: the ETag alone validates caches.
 	http.ServeContent(w, r, f.name, time.Time{}, bytes.NewReader(body))
+}
+
+// writeError answers with the contract's error body: every answer of the
+// server, the app's paths included, is one a client can parse the same way.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(proto.ErrorBody{Error: proto.ErrorDetail{Code: code, Message: msg}})
 }
 
 // pageHeaders are the headers of every HTML page the app serves.

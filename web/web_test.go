@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -93,10 +94,25 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
 	assert.Equal(t, http.StatusNotFound, get(t, h, "/../web.go").StatusCode)
+	// A path a client meant for the API but wrote with doubled slashes is
+	// not the API's, yet its answer is one a client parses the same way.
+	assertErrorBody(t, get(t, h, "//v1//workspaces"), http.StatusNotFound, "not_found")
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(nil)))
-	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	assertErrorBody(t, rec.Result(), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+func assertErrorBody(t *testing.T, resp *http.Response, status int, code string) {
+	t.Helper()
+	assert.Equal(t, status, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	assert.Equal(t, code, body.Error.Code)
+	assert.NotEmpty(t, body.Error.Message)
 }
 
 func TestNotBuiltSaysHowToBuild(t *testing.T) {
