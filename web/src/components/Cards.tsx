@@ -2,8 +2,7 @@ import { useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import type { PermissionInfo, SessionState, ToolRequestInfo } from '../lib/state';
 import type { Part } from '../lib/types';
-import { useController, shortId } from './context';
-import { who } from './SessionView';
+import { useController, shortId, who } from './context';
 
 const resultText: Record<string, string> = {
   approved: 'Approved once',

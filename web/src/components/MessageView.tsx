@@ -2,11 +2,10 @@ import { memo } from 'preact/compat';
 import { useMemo, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { renderMarkdown } from '../lib/markdown';
-import { fmtTokens, formatUsage, steerOf, type Notice, type SessionState } from '../lib/state';
+import { formatUsage, steerOf, type Notice, type SessionState } from '../lib/state';
 import type { Message, Part, Usage } from '../lib/types';
-import { useHighlightVersion } from './context';
+import { useHighlightVersion, who } from './context';
 import { ToolCard } from './Cards';
-import { who } from './SessionView';
 import { Icon } from './Icon';
 
 /** Markdown renders untrusted markdown, sanitized. */
@@ -15,9 +14,6 @@ export const Markdown = memo(function Markdown({ text }: { text: string }) {
   const html = useMemo(() => renderMarkdown(text), [text, hl]);
   return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
 });
-
-export const fmt = fmtTokens;
-export { formatUsage };
 
 function sizeOf(n: number) {
   return n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} B`;

@@ -1,9 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
-import { contextTokens, sessionUsage, type SessionState } from '../lib/state';
+import { contextTokens, fmtTokens as fmt, formatUsage, sessionUsage, type SessionState } from '../lib/state';
 import { CompactionSettings, percent } from './CompactionSettings';
 import { useController } from './context';
-import { fmt, formatUsage } from './MessageView';
 
 const EFFORTS = ['', 'low', 'medium', 'high', 'xhigh'];
 

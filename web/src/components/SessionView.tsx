@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import type { AppState } from '../lib/controller';
 import { activeRun, isBusy, pendingPermissions, pendingSteers, queue, rows, toolResults, type SessionState } from '../lib/state';
-import { useController } from './context';
+import { useController, who } from './context';
 import { MessageView, NoticeView } from './MessageView';
 import { PermissionCard, ToolRequestCard } from './Cards';
 import { Composer } from './Composer';
@@ -87,9 +87,6 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
     </section>
   );
 }
-
-export const who = (state: AppState, clientId?: string) =>
-  !clientId ? 'another client' : clientId === state.clientId ? 'you' : `client ${clientId.slice(0, 4)}`;
 
 /** Timeline shows the session's rows, rendering only those in view. */
 function Timeline({ state, session: s }: { state: AppState; session: SessionState }) {

@@ -37,3 +37,7 @@ export function useHighlightVersion(): number {
 
 /** shortId is how a client is named: the start of its id. */
 export const shortId = (id?: string) => (id ? id.slice(0, 4) : '????');
+
+/** who names a client to this page's person: you, or another client. */
+export const who = (state: AppState, clientId?: string) =>
+  !clientId ? 'another client' : clientId === state.clientId ? 'you' : `client ${shortId(clientId)}`;
