@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,7 +90,7 @@ func (s *hubServer) addr() string { return s.srv.Listener.Addr().String() }
 func (s *hubServer) path() string { return "/events?client_id=bench" }
 func (s *hubServer) publish(seq int64, payload []byte) {
 	// message.delta: ephemeral, like most of a run's events by count.
-	s.topic.Publish(hub.Event{Seq: seq, Type: "message.delta", Data: payload})
+	s.topic.Publish(event.Event{Seq: seq, Type: "message.delta", Data: payload})
 }
 func (s *hubServer) subscribers() int { return s.topic.ForTest().Subscribers() }
 func (s *hubServer) close() {

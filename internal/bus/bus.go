@@ -21,15 +21,15 @@
 package bus
 
 import (
-	"context"
+	"github.com/tandem-dev/tandem/internal/event"
 
-	"github.com/tandem-dev/tandem/internal/hub"
+	"context"
 )
 
 // Event is one event ready for the wire: its seq, type, session, whether
 // it is kept, and its encoded envelope. Subscribers share it: none may
 // change its Data.
-type Event = hub.Event
+type Event = event.Event
 
 // Bus carries the events of workspaces from their owner to their
 // subscribers.

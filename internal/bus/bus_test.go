@@ -94,7 +94,7 @@ func maxI(a, b int64) int64 {
 	return b
 }
 
-func event(seq int64, kept bool) Event {
+func testEvent(seq int64, kept bool) Event {
 	return Event{Seq: seq, Type: "t", SessionID: "s", Kept: kept, Data: fmt.Appendf(nil, `{"seq":%d}`, seq)}
 }
 
@@ -197,7 +197,7 @@ func TestLocalFanOutInOrder(t *testing.T) {
 	require.EqualValues(t, 10, head)
 
 	for seq := int64(11); seq <= 1000; seq++ {
-		p.Publish(event(seq, seq%3 == 0))
+		p.Publish(testEvent(seq, seq%3 == 0))
 		if seq == 500 {
 			cancels[0]()
 			cancels[0]() // twice is fine
@@ -233,7 +233,7 @@ func TestLocalFanOutInOrder(t *testing.T) {
 // same Data, no copy) and allocates nothing, whatever the subscribers.
 func TestLocalPublishAllocatesNothing(t *testing.T) {
 	l := NewLocal()
-	e := event(1, true)
+	e := testEvent(1, true)
 	var seen []byte
 	var calls int
 	for range 8 {
@@ -258,7 +258,7 @@ func TestLocalPublishAllocatesNothing(t *testing.T) {
 func TestFollowReplaysThenLive(t *testing.T) {
 	l, log := NewLocal(), newMemLog()
 	for seq := int64(1); seq <= 100; seq++ {
-		log.commit(event(seq, seq%4 != 0))
+		log.commit(testEvent(seq, seq%4 != 0))
 	}
 	p, err := l.Publisher("w", 100)
 	require.NoError(t, err)
@@ -269,7 +269,7 @@ func TestFollowReplaysThenLive(t *testing.T) {
 	require.NoError(t, err)
 	defer feed.Close()
 	for seq := int64(101); seq <= 200; seq++ {
-		e := event(seq, seq%4 != 0)
+		e := testEvent(seq, seq%4 != 0)
 		log.commit(e)
 		p.Publish(e)
 	}
@@ -317,7 +317,7 @@ func TestFollowJoinsWhileEventsFlow(t *testing.T) {
 			for i := int64(0); i < n && seq <= last; i++ {
 				// The last one is kept: a follower that joins after an
 				// ephemeral event went out does not get it.
-				e := event(seq, rng.IntN(3) != 0 || seq == last)
+				e := testEvent(seq, rng.IntN(3) != 0 || seq == last)
 				seq++
 				if rng.IntN(50) == 0 && seq <= last {
 					continue // a failed write: its seq is a gap, never published
@@ -371,7 +371,7 @@ func TestFollowStartsFromThePublishersHead(t *testing.T) {
 	p, err := l.Publisher("w", 0)
 	require.NoError(t, err)
 	defer p.Close()
-	one, two := event(1, true), event(2, true)
+	one, two := testEvent(1, true), testEvent(2, true)
 	log.commit(two)
 	rec := newRecorder()
 	feed, err := (&Follower{Bus: l, Log: log}).Follow("w", 0, rec.fn)
@@ -394,7 +394,7 @@ func TestFollowStartsFromThePublishersHead(t *testing.T) {
 func TestFollowWithoutPublisherThenNewOwner(t *testing.T) {
 	l, log := NewLocal(), newMemLog()
 	for seq := int64(1); seq <= 50; seq++ {
-		log.commit(event(seq, true))
+		log.commit(testEvent(seq, true))
 	}
 	f := &Follower{Bus: l, Log: log}
 	rec := newRecorder()
@@ -405,13 +405,13 @@ func TestFollowWithoutPublisherThenNewOwner(t *testing.T) {
 
 	// The old owner's last events reached the log but never the bus.
 	for seq := int64(51); seq <= 60; seq++ {
-		log.commit(event(seq, seq%2 == 0))
+		log.commit(testEvent(seq, seq%2 == 0))
 	}
 	p, err := l.Publisher("w", 1024)
 	require.NoError(t, err)
 	defer p.Close()
 	for seq := int64(1025); seq <= 1030; seq++ {
-		e := event(seq, true)
+		e := testEvent(seq, true)
 		log.commit(e)
 		p.Publish(e)
 	}
@@ -453,7 +453,7 @@ func TestFollowRecoversDroppedEvents(t *testing.T) {
 	require.NoError(t, err)
 	defer feed.Close()
 	for seq := int64(1); seq <= 500; seq++ {
-		e := event(seq, seq%5 != 0 || seq == 500)
+		e := testEvent(seq, seq%5 != 0 || seq == 500)
 		log.commit(e)
 		p.Publish(e)
 	}
@@ -470,7 +470,7 @@ func TestFollowRecoversDroppedEvents(t *testing.T) {
 func TestFollowRetriesAndOverflows(t *testing.T) {
 	l, log := NewLocal(), newMemLog()
 	for seq := int64(1); seq <= 10; seq++ {
-		log.commit(event(seq, true))
+		log.commit(testEvent(seq, true))
 	}
 	log.failures = 3
 	log.gate = make(chan struct{})
@@ -485,7 +485,7 @@ func TestFollowRetriesAndOverflows(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	for seq := int64(11); seq <= 400; seq++ {
-		e := event(seq, seq%2 == 0)
+		e := testEvent(seq, seq%2 == 0)
 		log.commit(e)
 		p.Publish(e)
 	}
@@ -502,7 +502,7 @@ func TestFollowRetriesAndOverflows(t *testing.T) {
 // Close returns while the log blocks, and nothing is delivered after it.
 func TestFeedCloseWhileCatchingUp(t *testing.T) {
 	l, log := NewLocal(), newMemLog()
-	log.commit(event(1, true))
+	log.commit(testEvent(1, true))
 	log.gate = make(chan struct{})
 	f := &Follower{Bus: l, Log: log}
 	var calls atomic.Int64
@@ -523,7 +523,7 @@ func TestFeedCloseWhileCatchingUp(t *testing.T) {
 // BenchmarkPublish compares the in-process bus with a direct call of the
 // subscriber, which is what the event log made before the bus.
 func BenchmarkPublish(b *testing.B) {
-	e := event(1, true)
+	e := testEvent(1, true)
 	var sink atomic.Int64
 	fn := func(e Event) { sink.Store(e.Seq) }
 	b.Run("direct", func(b *testing.B) {

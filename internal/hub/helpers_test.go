@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -315,12 +317,12 @@ func (s *sseStream) opened() frame {
 // store is a fake event log: the workspace persists kept events, then publishes.
 type store struct {
 	mu     sync.Mutex
-	events []Event
+	events []event.Event
 	calls  [][3]int64 // after, upTo, limit
 	fail   error
 }
 
-func (st *store) add(e Event) {
+func (st *store) add(e event.Event) {
 	if !e.Kept {
 		return
 	}
@@ -329,14 +331,14 @@ func (st *store) add(e Event) {
 	st.events = append(st.events, e)
 }
 
-func (st *store) backlog(ctx context.Context, after, upTo int64, limit int) ([]Event, error) {
+func (st *store) backlog(ctx context.Context, after, upTo int64, limit int) ([]event.Event, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.calls = append(st.calls, [3]int64{after, upTo, int64(limit)})
 	if st.fail != nil {
 		return nil, st.fail
 	}
-	var out []Event
+	var out []event.Event
 	i := sort.Search(len(st.events), func(i int) bool { return st.events[i].Seq > after })
 	for ; i < len(st.events) && st.events[i].Seq <= upTo && len(out) < limit; i++ {
 		out = append(out, st.events[i])
@@ -351,8 +353,8 @@ func (st *store) numCalls() int {
 }
 
 // ev builds a test event whose data names its seq.
-func ev(seq int64, typ, session string, kept bool) Event {
-	return Event{Seq: seq, Type: typ, SessionID: session, Kept: kept,
+func ev(seq int64, typ, session string, kept bool) event.Event {
+	return event.Event{Seq: seq, Type: typ, SessionID: session, Kept: kept,
 		Data: fmt.Appendf(nil, `{"seq":%d,"type":%q}`, seq, typ)}
 }
 

@@ -10,6 +10,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -39,21 +41,12 @@ var (
 	ErrEvicted = errors.New("hub: stream evicted (slow consumer)")
 )
 
-// Event is one event ready for the wire.
-type Event struct {
-	Seq       int64  // > 0, strictly increasing per topic
-	Type      string // SSE "event:" name
-	SessionID string // "" for workspace-level events
-	Kept      bool   // persisted; only kept events are replayed on resume
-	Data      []byte // the JSON envelope, one line, no newline
-}
-
 // Backlog reads persisted (kept) events with after < seq <= upTo from the
 // database, oldest first, at most limit. The hub pages through it when its
 // ring cannot serve a resume. Every event it returns is treated as kept.
 // When it cannot serve after (history older than what is kept), it should
 // return an error: the stream then gets stream.reset.
-type Backlog func(ctx context.Context, after, upTo int64, limit int) ([]Event, error)
+type Backlog func(ctx context.Context, after, upTo int64, limit int) ([]event.Event, error)
 
 // Config tunes a Hub. Zero fields take the Default* values.
 type Config struct {

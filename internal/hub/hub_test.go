@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,7 +71,7 @@ func TestLiveDeliveryInOrder(t *testing.T) {
 func TestSessionFilter(t *testing.T) {
 	st := &store{}
 	h := newHarness(t, Config{}, 0, st.backlog)
-	publish := func(e Event) { st.add(e); h.topic.Publish(e) }
+	publish := func(e event.Event) { st.add(e); h.topic.Publish(e) }
 
 	// Kept history before the stream, to check the filter applies to replay.
 	publish(ev(1, "session.started", "A", true))
@@ -356,7 +358,7 @@ func TestStalledClientEvicted(t *testing.T) {
 		require.Less(t, seq, int64(200000), "stalled client never evicted")
 		for range 16 {
 			seq++
-			h.topic.Publish(Event{Seq: seq, Type: "message.delta", Data: data})
+			h.topic.Publish(event.Event{Seq: seq, Type: "message.delta", Data: data})
 		}
 		for i, s := range healthy {
 			for got[i] < seq {
@@ -390,7 +392,7 @@ func TestSlowConsumerGetsEvictedFrame(t *testing.T) {
 	tp.Publish(ev(1, "message.delta", "", false))
 	<-w.entered // the writer holds event 1 and is blocked
 	for i := int64(2); tp.subscribers() == 1; i++ {
-		tp.Publish(Event{Seq: i, Type: "message.delta", Data: make([]byte, 300)})
+		tp.Publish(event.Event{Seq: i, Type: "message.delta", Data: make([]byte, 300)})
 	}
 	close(w.gate)
 	require.ErrorIs(t, <-done, ErrEvicted)
@@ -434,8 +436,8 @@ func serveGated(t *testing.T, tp *Topic, clientID string, subs int) (*gateWriter
 
 // bigEvent is an event whose frame is a bit over 1 MiB, the size of the
 // largest events (contract section 1: data up to 1 MiB).
-func bigEvent(seq int64) Event {
-	return Event{Seq: seq, Type: "tool.started", Kept: true, Data: []byte(`{"arguments":"` + strings.Repeat("a", 1<<20-20) + `"}`)}
+func bigEvent(seq int64) event.Event {
+	return event.Event{Seq: seq, Type: "tool.started", Kept: true, Data: []byte(`{"arguments":"` + strings.Repeat("a", 1<<20-20) + `"}`)}
 }
 
 // A client that keeps up is not evicted by a burst of maximum-size events
@@ -477,14 +479,14 @@ func TestStalledReaderEvictedAfterGrace(t *testing.T) {
 	w, done := serveGated(t, h.topic, "stalled", 2)
 
 	data := []byte(`{"pad":"` + strings.Repeat("s", 1000) + `"}`)
-	h.topic.Publish(Event{Seq: 1, Type: "message.delta", Data: data})
+	h.topic.Publish(event.Event{Seq: 1, Type: "message.delta", Data: data})
 	<-w.entered // blocked writing event 1, for good
 	seq := int64(1)
 	require.Equal(t, int64(1), healthy.next().seq(t))
 	for h.topic.subscribers() == 2 {
 		seq++
 		require.Less(t, seq, int64(100), "not evicted after its grace")
-		h.topic.Publish(Event{Seq: seq, Type: "message.delta", Data: data})
+		h.topic.Publish(event.Event{Seq: seq, Type: "message.delta", Data: data})
 		// In step with the healthy reader, whose queue then never
 		// holds more than this event.
 		require.Equal(t, seq, healthy.next().seq(t))
@@ -502,12 +504,12 @@ func TestQueueOverMaxEvictsAtOnce(t *testing.T) {
 	tp := hub.Topic("ws", 0, nil)
 	w, done := serveGated(t, tp, "stalled", 1)
 	data := make([]byte, 1000)
-	tp.Publish(Event{Seq: 1, Type: "message.delta", Data: data})
+	tp.Publish(event.Event{Seq: 1, Type: "message.delta", Data: data})
 	<-w.entered
 	seq, queued := int64(1), 0
 	for tp.subscribers() == 1 {
 		seq++
-		e := Event{Seq: seq, Type: "message.delta", Data: data}
+		e := event.Event{Seq: seq, Type: "message.delta", Data: data}
 		size := frameLen(e.Type, e.Data)
 		require.LessOrEqual(t, queued, 64<<10, "the queue went over MaxQueueBytes")
 		tp.Publish(e)
@@ -539,7 +541,7 @@ func TestOversizedEventDoesNotEvictIdleStream(t *testing.T) {
 	s.opened()
 	waitSubscribers(t, h.topic, 1)
 	big := `"` + strings.Repeat("z", 10_000) + `"`
-	h.topic.Publish(Event{Seq: 1, Type: "tool.finished", Data: []byte(big), Kept: true})
+	h.topic.Publish(event.Event{Seq: 1, Type: "tool.finished", Data: []byte(big), Kept: true})
 	f := s.next()
 	require.Equal(t, int64(1), f.seq(t))
 	require.Equal(t, big, f.Data)

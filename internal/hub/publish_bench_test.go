@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"bytes"
 	"context"
 	"net/http"
@@ -67,7 +69,7 @@ func BenchmarkPublish(b *testing.B) {
 	b.SetBytes(int64(len(data)) * subs)
 	b.ResetTimer()
 	for i := range b.N {
-		tp.Publish(Event{Seq: int64(i + 1), Type: "message.delta", Data: data})
+		tp.Publish(event.Event{Seq: int64(i + 1), Type: "message.delta", Data: data})
 	}
 	for _, w := range writers {
 		for w.last.Load() < int64(b.N) {

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"context"
 	"errors"
 	"fmt"
@@ -333,7 +335,7 @@ func (sw *streamWriter) frame(seq int64, frame []byte) error {
 }
 
 // event formats and adds a backlog event unless its seq was already written.
-func (sw *streamWriter) event(e Event) error {
+func (sw *streamWriter) event(e event.Event) error {
 	if e.Seq <= sw.last {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +40,7 @@ func newTopic(h *Hub, id string, head int64, backlog Backlog) *Topic {
 // break the streams' ordering. Publish never blocks on a subscriber: it only
 // appends to in-memory queues, evicting streams whose queue would overflow.
 // Events published to a closed topic are dropped.
-func (t *Topic) Publish(e Event) {
+func (t *Topic) Publish(e event.Event) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

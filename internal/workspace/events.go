@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"github.com/tandem-dev/tandem/internal/event"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/bus"
-	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -89,9 +90,9 @@ type eventLog struct {
 
 // slot is one numbered event on its way to the bus.
 type slot struct {
-	written  bool       // persisted (or not to be persisted)
-	ev       *hub.Event // nil when persisting failed: the seq becomes a gap
-	nodeOnly bool       // Draft.NodeOnly
+	written  bool         // persisted (or not to be persisted)
+	ev       *event.Event // nil when persisting failed: the seq becomes a gap
+	nodeOnly bool         // Draft.NodeOnly
 	done     chan struct{}
 }
 
@@ -253,7 +254,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq
-	sl := &slot{done: make(chan struct{}), ev: &hub.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}, nodeOnly: d.NodeOnly && !keep}
+	sl := &slot{done: make(chan struct{}), ev: &event.Event{Seq: seq, Type: d.Type, SessionID: d.SessionID, Kept: keep}, nodeOnly: d.NodeOnly && !keep}
 	l.waiting[seq] = sl
 	ahead := !l.ahead && l.reserved-seq < seqBlock/2
 	if ahead {
@@ -352,14 +353,14 @@ func (l *eventLog) written(sl *slot, err error) {
 }
 
 // backlog serves the hub the persisted events its ring no longer holds.
-func (w *Workspace) backlog(ctx context.Context, after, upTo int64, limit int) ([]hub.Event, error) {
+func (w *Workspace) backlog(ctx context.Context, after, upTo int64, limit int) ([]event.Event, error) {
 	recs, err := w.m.cfg.Store.WorkspaceEvents(ctx, w.ID, after, upTo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read backlog of workspace %s: %w", w.ID, err)
 	}
-	out := make([]hub.Event, len(recs))
+	out := make([]event.Event, len(recs))
 	for i, r := range recs {
-		out[i] = hub.Event{Seq: r.Seq, Type: r.Type, SessionID: r.SessionID, Kept: true, Data: r.Envelope}
+		out[i] = event.Event{Seq: r.Seq, Type: r.Type, SessionID: r.SessionID, Kept: true, Data: r.Envelope}
 	}
 	return out, nil
 }
