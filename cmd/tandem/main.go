@@ -41,6 +41,7 @@ commands:
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
   config      check configuration files (tandem config check [FILE])
   serve       run the server
+  copilot     serve the GitHub Copilot SDK protocol (an SDK's CLI)
   version     print the version (also --version)
 
 tandem help COMMAND (or tandem COMMAND -h) shows a command's flags.
@@ -68,6 +69,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
 	case "mcp":
 		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "copilot":
+		return copilotCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":
 		return configCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version", "--version", "-version":

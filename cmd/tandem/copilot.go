@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/tandem-dev/tandem/internal/copilot"
+	"github.com/tandem-dev/tandem/internal/copilot/httpbackend"
+	"github.com/tandem-dev/tandem/internal/server"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// copilotOptions are the command line the Copilot SDKs give their CLI, and
+// the few flags of Tandem's own that make sense here.
+type copilotOptions struct {
+	stdio        bool
+	port         int
+	logLevel     string
+	authTokenEnv string
+	url          string
+	dataDir      string
+	token        string
+}
+
+// parseCopilotArgs reads the SDK's flags. Flags the SDK may add in later
+// versions are ignored rather than refused: the SDK starts its CLI with
+// whatever it knows, and a refusal would only make the app fail to start.
+func parseCopilotArgs(args []string, env *cliEnv) (copilotOptions, error) {
+	o := copilotOptions{}
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(args[i], "=")
+		next := func() (string, error) {
+			if hasValue {
+				return value, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("flag %s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch strings.TrimLeft(name, "-") {
+		case "stdio":
+			o.stdio = true
+		case "port":
+			var v string
+			if v, err = next(); err == nil {
+				o.port, err = strconv.Atoi(v)
+				if err != nil || o.port < 0 || o.port > 65535 {
+					err = fmt.Errorf("--port %q is not a port number", v)
+				}
+			}
+		case "log-level":
+			o.logLevel, err = next()
+		case "auth-token-env":
+			o.authTokenEnv, err = next()
+		case "session-idle-timeout":
+			_, err = next()
+		case "url":
+			o.url, err = next()
+		case "data-dir":
+			o.dataDir, err = next()
+		case "token":
+			o.token, err = next()
+		case "h", "help":
+			return o, errHelp
+		default:
+			// --headless, --no-auto-update, --no-auto-login, --remote and
+			// anything newer: nothing to do.
+		}
+		if err != nil {
+			return o, err
+		}
+	}
+	if o.url == "" {
+		o.url = env.getenv("TANDEM_URL")
+	}
+	if o.token == "" {
+		o.token = env.getenv("TANDEM_TOKEN")
+	}
+	if o.dataDir == "" {
+		o.dataDir = copilotDataDir(env.getenv)
+	}
+	return o, nil
+}
+
+var errHelp = errors.New("help")
+
+const copilotUsage = `usage: tandem copilot [--stdio | --port N] [--url URL] [--data-dir DIR]
+
+Serves the GitHub Copilot CLI's SDK protocol, so that apps written with a
+Copilot SDK drive Tandem: point the SDK's CLI path (COPILOT_CLI_PATH) at a
+script that runs "tandem copilot". It takes the flags the SDK passes (--stdio,
+--port, --headless, --log-level, --auth-token-env, ...). The sessions live in
+the Tandem server running on the data dir, or in one this command runs.
+
+The data dir is TANDEM_DATA_DIR, else $COPILOT_HOME/tandem when the SDK sets
+COPILOT_HOME, else the usual one. The model endpoint is COPILOT_API_URL when
+set (an OpenAI-compatible Chat Completions server).
+`
+
+// copilotDataDir is where the sessions of SDK clients live: the SDK gives
+// its CLI a home (COPILOT_HOME) that every client of one app shares, so the
+// clients it starts one after the other find each other's sessions there.
+func copilotDataDir(getenv func(string) string) string {
+	if v := getenv("TANDEM_DATA_DIR"); v != "" {
+		return v
+	}
+	if v := getenv("COPILOT_HOME"); v != "" {
+		return filepath.Join(v, "tandem")
+	}
+	return defaultDataDir(getenv)
+}
+
+func copilotCommand(args []string, env *cliEnv) int {
+	o, err := parseCopilotArgs(args, env)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(env.stdout, copilotUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "tandem copilot: %v\n%s", err, copilotUsage)
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	switch o.logLevel {
+	case "debug", "all":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "error", "none":
+		level = slog.LevelError
+	}
+	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs, stopSigs := env.signals()
+	defer stopSigs()
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+
+	be, err := copilotBackend(ctx, o, env)
+	if err != nil {
+		return fail(env, "copilot", err)
+	}
+	defer be.Close()
+	cwd, err := currentDir(env)
+	if err != nil {
+		return fail(env, "copilot", err)
+	}
+	token, err := clientOptions{token: o.token, dataDir: o.dataDir}.resolveToken()
+	if err != nil {
+		return fail(env, "copilot", err)
+	}
+	srv := copilot.NewServer(copilotConfig(o, env, cwd, httpbackend.Connect(be.url, token), logger))
+	if o.stdio {
+		// The SDK owns this process: when it closes stdin, we are done.
+		_ = srv.ServeConn(ctx, stdioConn{})
+		return exitOK
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
+	if err != nil {
+		return fail(env, "copilot", err)
+	}
+	fmt.Fprintf(env.stdout, "CLI server listening on port %d\n", ln.Addr().(*net.TCPAddr).Port)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return fail(env, "copilot", err)
+	}
+	return exitOK
+}
+
+// copilotConfig is the bridge's configuration from the SDK's environment.
+func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(string) (copilot.Backend, error), logger *slog.Logger) copilot.Config {
+	cfg := copilot.Config{
+		Connect: connect,
+		Cwd:     cwd,
+		Token:   env.getenv("COPILOT_CONNECTION_TOKEN"),
+		Version: "tandem-" + server.Version,
+		Logger:  logger,
+	}
+	if o.stdio {
+		// Over stdio the SDK owns both ends; only TCP needs the token.
+		cfg.Token = ""
+	}
+	if api := env.getenv("COPILOT_API_URL"); api != "" {
+		key := ""
+		if o.authTokenEnv != "" {
+			key = env.getenv(o.authTokenEnv)
+		}
+		cfg.Provider = &proto.Provider{Type: "openai", BaseURL: api, APIKey: key}
+		cfg.ModelPrefix = "openai/"
+	}
+	return cfg
+}
+
+// copilotBackend finds the Tandem server of the data dir, or runs one in
+// this process: SDK clients started one after the other share it.
+func copilotBackend(ctx context.Context, o copilotOptions, env *cliEnv) (*backend, error) {
+	co := clientOptions{url: o.url, token: o.token, dataDir: o.dataDir}
+	if co.url != "" {
+		return co.connect(ctx, env, false)
+	}
+	for attempt := 0; ; attempt++ {
+		info, ok, err := server.RunningServer(co.dataDir, startWait)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return co.connectTo(ctx, info)
+		}
+		b, err := co.startInProcess(ctx, env)
+		if err == nil || attempt > 0 {
+			return b, err
+		}
+		// Another client took the data dir first: attach to it.
+	}
+}
+
+// stdioConn is the process's stdin and stdout as one connection.
+type stdioConn struct{}
+
+func (stdioConn) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdioConn) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdioConn) Close() error                { return os.Stdin.Close() }

@@ -1,0 +1,5 @@
+package copilot
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }
