@@ -14,7 +14,6 @@ import (
 	"github.com/tandem-dev/tandem/internal/copilot"
 	"github.com/tandem-dev/tandem/internal/copilot/httpbackend"
 	"github.com/tandem-dev/tandem/internal/server"
-	"github.com/tandem-dev/tandem/proto"
 )
 
 // copilotOptions are the command line the Copilot SDKs give their CLI, and
@@ -120,7 +119,19 @@ func copilotDataDir(getenv func(string) string) string {
 	return defaultDataDir(getenv)
 }
 
+// copilotDetachGrace is the detach grace of a server this command runs: an
+// SDK client that drops its connection and resumes with a new one offers the
+// same tools again, which the server lets go only once the old client is gone.
+const copilotDetachGrace = "1s"
+
 func copilotCommand(args []string, env *cliEnv) int {
+	getenv := env.getenv
+	env.getenv = func(k string) string {
+		if v := getenv(k); v != "" || k != "TANDEM_DETACH_GRACE" {
+			return v
+		}
+		return copilotDetachGrace
+	}
 	o, err := parseCopilotArgs(args, env)
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(env.stdout, copilotUsage)
@@ -165,7 +176,16 @@ func copilotCommand(args []string, env *cliEnv) int {
 	if err != nil {
 		return fail(env, "copilot", err)
 	}
-	srv := copilot.NewServer(copilotConfig(o, env, cwd, httpbackend.Connect(be.url, token), logger))
+	gw, err := copilotGateway(o, env, logger)
+	if err != nil {
+		return fail(env, "copilot", err)
+	}
+	if gw != nil {
+		defer gw.Close()
+	}
+	cfg := copilotConfig(o, env, cwd, httpbackend.Connect(be.url, token), logger)
+	cfg.Gateway = gw
+	srv := copilot.NewServer(cfg)
 	if o.stdio {
 		// The SDK owns this process: when it closes stdin, we are done.
 		_ = srv.ServeConn(ctx, stdioConn{})
@@ -196,14 +216,26 @@ func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(strin
 		cfg.Token = ""
 	}
 	if api := env.getenv("COPILOT_API_URL"); api != "" {
-		key := ""
-		if o.authTokenEnv != "" {
-			key = env.getenv(o.authTokenEnv)
-		}
-		cfg.Provider = &proto.Provider{Type: "openai", BaseURL: api, APIKey: key}
 		cfg.ModelPrefix = "openai/"
 	}
 	return cfg
+}
+
+// copilotGateway starts the model gateway of the SDK's COPILOT_API_URL, if
+// it names one; nil otherwise (sessions then use the server's models).
+func copilotGateway(o copilotOptions, env *cliEnv, logger *slog.Logger) (*copilot.Gateway, error) {
+	api := env.getenv("COPILOT_API_URL")
+	if api == "" {
+		return nil, nil
+	}
+	key := ""
+	if o.authTokenEnv != "" {
+		key = env.getenv(o.authTokenEnv)
+	}
+	if key == "" {
+		key = env.getenv("GITHUB_TOKEN")
+	}
+	return copilot.NewGateway(api, key, logger)
 }
 
 // copilotBackend finds the Tandem server of the data dir, or runs one in

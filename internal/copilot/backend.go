@@ -11,6 +11,10 @@ import (
 // request it was asked about does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrToolConflict is what a Backend's error wraps when a client tool's name
+// is already offered by another client of the session.
+var ErrToolConflict = errors.New("tool conflict")
+
 // Backend is what the bridge needs of Tandem, on behalf of one client of the
 // protocol (its client id is fixed when the Backend is made): sessions,
 // prompts, pending answers, and an event subscription with replay. An

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -181,9 +182,14 @@ func (c *conn) create(ctx context.Context, params json.RawMessage) (any, error) 
 		SystemMessage: p.SystemMessage, AvailableTools: p.AvailableTools, ExcludedTools: excluded,
 		Provider: p.provider(), ClientID: c.clientID, Tools: p.tools(),
 	}
-	if req.Provider == nil && c.srv.cfg.Provider != nil {
-		pr := *c.srv.cfg.Provider
-		req.Provider = &pr
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	}
+	if req.Provider == nil {
+		req.Provider = c.srv.provider(req.ID)
+	}
+	if gw := c.srv.cfg.Gateway; gw != nil && p.SystemMessage != nil {
+		gw.SetSystemMode(req.ID, p.SystemMessage.Mode)
 	}
 	sess, err := b.CreateSession(ctx, ws.ID, req)
 	if err != nil {
@@ -249,8 +255,12 @@ func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) 
 	if err := c.attach(ctx, b, wsID, p.SessionID, after); err != nil {
 		return nil, err
 	}
-	res, err := b.Resume(ctx, wsID, p.SessionID, proto.ResumeRequest{
-		ClientID: c.clientID, Tools: p.tools(), ContinuePendingWork: p.ContinuePendingWork, Provider: p.provider(),
+	prov := p.provider()
+	if prov == nil {
+		prov = c.srv.provider(p.SessionID)
+	}
+	res, err := c.resumeRetrying(ctx, b, wsID, p.SessionID, proto.ResumeRequest{
+		ClientID: c.clientID, Tools: p.tools(), ContinuePendingWork: p.ContinuePendingWork, Provider: prov,
 	})
 	if err != nil {
 		c.detach(p.SessionID)
@@ -269,6 +279,38 @@ func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) 
 		return nil, err
 	}
 	return map[string]any{"sessionId": p.SessionID, "workspacePath": ws, "capabilities": capabilities()}, nil
+}
+
+// toolConflictWait is how long a resume waits for a client that left to
+// give up its tools: a client that drops its connection and comes back with
+// the same tools finds them held until the server notices it is gone.
+const toolConflictWait = 15 * time.Second
+
+func (c *conn) resumeRetrying(ctx context.Context, b Backend, wsID, sessionID string, req proto.ResumeRequest) (proto.ResumeResponse, error) {
+	deadline := time.Now().Add(toolConflictWait)
+	for {
+		res, err := b.Resume(ctx, wsID, sessionID, req)
+		if err == nil || !errors.Is(err, ErrToolConflict) || time.Now().After(deadline) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// provider is the model endpoint of a session created or resumed here.
+func (s *Server) provider(sessionID string) *proto.Provider {
+	if gw := s.cfg.Gateway; gw != nil {
+		return &proto.Provider{Type: "openai", BaseURL: gw.BaseURL(sessionID), APIKey: "copilot-gateway"}
+	}
+	if s.cfg.Provider != nil {
+		pr := *s.cfg.Provider
+		return &pr
+	}
+	return nil
 }
 
 func (c *conn) workspacePath(ctx context.Context, b Backend, wsID string) (string, error) {
@@ -335,6 +377,9 @@ func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, err
 	b, wsID, err := c.attached(p.SessionID)
 	if err != nil {
 		return nil, err
+	}
+	if gw := c.srv.cfg.Gateway; gw != nil {
+		gw.SetHeaders(p.SessionID, p.RequestHeaders)
 	}
 	req := proto.PromptRequest{SessionID: p.SessionID, Prompt: p.Prompt, ClientID: c.clientID}
 	if p.Mode == "immediate" {

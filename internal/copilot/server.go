@@ -45,6 +45,9 @@ type Config struct {
 	// Provider is the model endpoint of sessions created over the protocol
 	// (the SDK's COPILOT_API_URL), nil for the server's configuration.
 	Provider *proto.Provider
+	// Gateway, when set, is the model endpoint of every session created or
+	// resumed over the protocol (see Gateway).
+	Gateway *Gateway
 	// ModelPrefix turns an SDK model name into a Tandem one ("openai/").
 	ModelPrefix string
 	// Token, when set, must be the token of every connection's connect.

@@ -39,6 +39,9 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", copilot.ErrNotFound, err)
 		}
 	}
+	if client.IsCode(err, proto.CodeToolConflict) {
+		return fmt.Errorf("%w: %w", copilot.ErrToolConflict, err)
+	}
 	return err
 }
 

@@ -1,0 +1,270 @@
+package copilot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxModelBody bounds a model request or answer passing the gateway.
+const maxModelBody = 64 << 20
+
+// Gateway stands between Tandem's openai provider and the Copilot API the
+// SDK names (COPILOT_API_URL), for the sessions of this bridge. It speaks to
+// the API as the Copilot CLI does: one non-streamed request, whose answer
+// may spread one assistant message over several choices (text in one, each
+// tool call in the next), which it joins into one message; with the
+// session's request headers; with the SDK's token. To Tandem it answers as
+// a streaming Chat Completions server. Each session has its own base URL,
+// GATEWAY/s/SESSION_ID, so that the gateway knows whose request it serves.
+type Gateway struct {
+	upstream string
+	token    string
+	hc       *http.Client
+	log      *slog.Logger
+	srv      *http.Server
+	ln       net.Listener
+	done     chan struct{}
+
+	mu      sync.Mutex
+	headers map[string]map[string]string
+	system  map[string]string // session → system message mode
+}
+
+// NewGateway starts a gateway on a loopback port in front of upstream.
+func NewGateway(upstream, token string, logger *slog.Logger) (*Gateway, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("copilot gateway: %w", err)
+	}
+	g := &Gateway{
+		upstream: strings.TrimRight(upstream, "/"), token: token, log: logger, ln: ln,
+		hc:      &http.Client{Timeout: 10 * time.Minute},
+		headers: map[string]map[string]string{}, system: map[string]string{}, done: make(chan struct{}),
+	}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(g.done)
+		_ = g.srv.Serve(ln)
+	}()
+	return g, nil
+}
+
+// BaseURL is the model endpoint of a session.
+func (g *Gateway) BaseURL(sessionID string) string {
+	return "http://" + g.ln.Addr().String() + "/s/" + sessionID
+}
+
+// SetHeaders makes headers part of the session's model requests from now on.
+func (g *Gateway) SetHeaders(sessionID string, h map[string]string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(h) == 0 {
+		delete(g.headers, sessionID)
+		return
+	}
+	g.headers[sessionID] = h
+}
+
+// SetSystemMode records the session's system message mode ("replace" keeps
+// the system message as the app wrote it).
+func (g *Gateway) SetSystemMode(sessionID, mode string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.system[sessionID] = mode
+}
+
+// Close stops the gateway and waits for it.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := g.srv.Shutdown(ctx)
+	<-g.done
+	return err
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/s/")
+	if !ok || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	sessionID, path, _ := strings.Cut(rest, "/")
+	if path != "chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
+	if err != nil || len(body) > maxModelBody {
+		http.Error(w, `{"error":{"message":"request too large or unreadable"}}`, http.StatusRequestEntityTooLarge)
+		return
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, `{"error":{"message":"invalid JSON"}}`, http.StatusBadRequest)
+		return
+	}
+	delete(req, "stream")
+	delete(req, "stream_options")
+	g.mu.Lock()
+	headers := g.headers[sessionID]
+	mode := g.system[sessionID]
+	g.mu.Unlock()
+	if mode != "replace" {
+		rewriteSystem(req)
+	}
+	out, _ := json.Marshal(req)
+	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, g.upstream+"/chat/completions", bytes.NewReader(out))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	up.Header.Set("Content-Type", "application/json")
+	up.Header.Set("Copilot-Integration-Id", "copilot-developer-cli")
+	up.Header.Set("Openai-Intent", "conversation-agent")
+	if g.token != "" {
+		up.Header.Set("Authorization", "Bearer "+g.token)
+	}
+	for k, v := range headers {
+		up.Header.Set(k, v)
+	}
+	resp, err := g.hc.Do(up)
+	if err != nil {
+		http.Error(w, `{"error":{"message":"model endpoint unreachable"}}`, http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxModelBody+1))
+	if err != nil || len(answer) > maxModelBody {
+		http.Error(w, `{"error":{"message":"model answer too large or cut"}}`, http.StatusBadGateway)
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
+		return
+	}
+	chunks, err := streamOf(answer)
+	if err != nil {
+		g.log.Warn("copilot gateway: model answer not understood", "err", err)
+		http.Error(w, `{"error":{"message":"model answer not understood"}}`, http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	for _, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// identityLine is put in front of the system message of sessions that did
+// not replace it: apps written for the Copilot SDK expect the agent to say
+// that it runs for GitHub Copilot.
+const identityLine = "You are the agent of a GitHub Copilot SDK session, served by Tandem.\n\n"
+
+func rewriteSystem(req map[string]json.RawMessage) {
+	var msgs []map[string]any
+	if json.Unmarshal(req["messages"], &msgs) != nil || len(msgs) == 0 {
+		return
+	}
+	if msgs[0]["role"] != "system" {
+		return
+	}
+	if s, ok := msgs[0]["content"].(string); ok {
+		msgs[0]["content"] = identityLine + s
+	}
+	if raw, err := json.Marshal(msgs); err == nil {
+		req["messages"] = raw
+	}
+}
+
+// completion is the part of a Chat Completions answer the gateway reads.
+type completion struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Message struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+// streamOf turns an answer into the chunks of one streamed message: the
+// text of every choice, then every tool call of every choice, then the end.
+func streamOf(answer []byte) ([][]byte, error) {
+	var c completion
+	if err := json.Unmarshal(answer, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Choices) == 0 {
+		return nil, errors.New("no choices")
+	}
+	chunk := func(delta map[string]any, finish any) []byte {
+		b, _ := json.Marshal(map[string]any{
+			"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}},
+		})
+		return b
+	}
+	var out [][]byte
+	var text strings.Builder
+	calls := 0
+	for _, ch := range c.Choices {
+		if ch.Message.Content != nil {
+			text.WriteString(*ch.Message.Content)
+		}
+	}
+	if text.Len() > 0 {
+		out = append(out, chunk(map[string]any{"role": "assistant", "content": text.String()}, nil))
+	}
+	for _, ch := range c.Choices {
+		for _, tc := range ch.Message.ToolCalls {
+			out = append(out, chunk(map[string]any{"role": "assistant", "tool_calls": []map[string]any{{
+				"index": calls, "id": tc.ID, "type": "function",
+				"function": map[string]any{"name": tc.Function.Name, "arguments": tc.Function.Arguments},
+			}}}, nil))
+			calls++
+		}
+	}
+	finish := "stop"
+	if calls > 0 {
+		finish = "tool_calls"
+	}
+	out = append(out, chunk(map[string]any{}, finish))
+	if len(c.Usage) > 0 && string(c.Usage) != "null" {
+		b, _ := json.Marshal(map[string]any{
+			"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+			"choices": []any{}, "usage": c.Usage,
+		})
+		out = append(out, b)
+	}
+	return out, nil
+}
