@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/copilot"
 	"github.com/tandem-dev/tandem/internal/copilot/httpbackend"
@@ -245,20 +246,34 @@ func copilotBackend(ctx context.Context, o copilotOptions, env *cliEnv) (*backen
 	if co.url != "" {
 		return co.connect(ctx, env, false)
 	}
-	for attempt := 0; ; attempt++ {
-		info, ok, err := server.RunningServer(co.dataDir, startWait)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return co.connectTo(ctx, info)
-		}
-		b, err := co.startInProcess(ctx, env)
-		if err == nil || attempt > 0 {
+	// A client killed a moment ago may still hold the data dir, or have
+	// left its server.json behind: look again for a while.
+	deadline := time.Now().Add(copilotStartWait)
+	for {
+		b, err := copilotTryBackend(ctx, co, env)
+		if err == nil || time.Now().After(deadline) {
 			return b, err
 		}
-		// Another client took the data dir first: attach to it.
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
+}
+
+// copilotStartWait bounds the search for the data dir's server.
+const copilotStartWait = 10 * time.Second
+
+func copilotTryBackend(ctx context.Context, co clientOptions, env *cliEnv) (*backend, error) {
+	info, ok, err := server.RunningServer(co.dataDir, startWait)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return co.connectTo(ctx, info)
+	}
+	return co.startInProcess(ctx, env)
 }
 
 // stdioConn is the process's stdin and stdout as one connection.

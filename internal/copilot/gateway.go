@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if mode != "replace" {
 		rewriteSystem(req)
 	}
+	rewriteToolResults(req)
 	out, _ := json.Marshal(req)
 	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, g.upstream+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
@@ -189,6 +191,38 @@ func rewriteSystem(req map[string]json.RawMessage) {
 	}
 	if s, ok := msgs[0]["content"].(string); ok {
 		msgs[0]["content"] = identityLine + s
+	}
+	if raw, err := json.Marshal(msgs); err == nil {
+		req["messages"] = raw
+	}
+}
+
+// unknownTool is how Tandem tells the model it called a tool it does not
+// have; the Copilot CLI says it in other words, which apps (and recorded
+// conversations) expect.
+var unknownTool = regexp.MustCompile(`^Error: unknown tool "([^"]+)": call only the tools offered to you$`)
+
+func rewriteToolResults(req map[string]json.RawMessage) {
+	var msgs []map[string]any
+	if json.Unmarshal(req["messages"], &msgs) != nil {
+		return
+	}
+	changed := false
+	for _, m := range msgs {
+		if m["role"] != "tool" {
+			continue
+		}
+		s, ok := m["content"].(string)
+		if !ok {
+			continue
+		}
+		if sm := unknownTool.FindStringSubmatch(s); sm != nil {
+			m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
+			changed = true
+		}
+	}
+	if !changed {
+		return
 	}
 	if raw, err := json.Marshal(msgs); err == nil {
 		req["messages"] = raw
