@@ -39,6 +39,10 @@ type Gateway struct {
 	mu      sync.Mutex
 	headers map[string]map[string]string
 	system  map[string]string // session → system message mode
+	// notices are the user messages that carried a tools-changed notice,
+	// by session: Tandem tells the model once, the Copilot CLI keeps the
+	// notice in the message for the rest of the conversation.
+	notices map[string]map[string]string
 }
 
 // NewGateway starts a gateway on a loopback port in front of upstream.
@@ -54,6 +58,7 @@ func NewGateway(upstream, token string, logger *slog.Logger) (*Gateway, error) {
 		upstream: strings.TrimRight(upstream, "/"), token: token, log: logger, ln: ln,
 		hc:      &http.Client{Timeout: 10 * time.Minute},
 		headers: map[string]map[string]string{}, system: map[string]string{}, done: make(chan struct{}),
+		notices: map[string]map[string]string{},
 	}
 	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -126,7 +131,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if mode != "replace" {
 		rewriteSystem(req)
 	}
-	rewriteToolResults(req)
+	g.rewriteMessages(sessionID, req)
 	out, _ := json.Marshal(req)
 	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, g.upstream+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
@@ -202,31 +207,115 @@ func rewriteSystem(req map[string]json.RawMessage) {
 // conversations) expect.
 var unknownTool = regexp.MustCompile(`^Error: unknown tool "([^"]+)": call only the tools offered to you$`)
 
-func rewriteToolResults(req map[string]json.RawMessage) {
+// goneNotice is the note Tandem adds to the newest message when client
+// tools went away.
+var goneNotice = regexp.MustCompile(`(?s)^(.*)\n\n\[notice\] These tools are no longer available because the client offering them left: (.+)\.$`)
+
+// builtinNames maps Tandem's built-in tools onto the Copilot CLI's names
+// for the same job, with their argument names.
+var builtinNames = map[string]struct {
+	name string
+	args map[string]string // Tandem argument → Copilot argument
+}{
+	"write": {"create", map[string]string{"content": "file_text"}},
+}
+
+// writeResult is what Tandem's write tool says of a created file.
+var writeResult = regexp.MustCompile(`^Created .+ \((\d+) bytes\)\.$`)
+
+// rewriteMessages words the conversation as the Copilot CLI does: its tool
+// names and argument names, its unknown-tool error, its tools-changed
+// notice, its write result.
+func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessage) {
 	var msgs []map[string]any
 	if json.Unmarshal(req["messages"], &msgs) != nil {
 		return
 	}
-	changed := false
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	calls := map[string]map[string]any{} // tool call id → its arguments, for writes
 	for _, m := range msgs {
-		if m["role"] != "tool" {
-			continue
+		switch m["role"] {
+		case "user":
+			s, ok := m["content"].(string)
+			if !ok {
+				continue
+			}
+			if sm := goneNotice.FindStringSubmatch(s); sm != nil {
+				n := fmt.Sprintf("<tools_changed_notice>\nTools no longer available: %s\n\nImportant: Do not attempt to call tools that are no longer available unless you've been notified that they're available again.\n</tools_changed_notice>\n\n%s", sm[2], sm[1])
+				if g.notices[sessionID] == nil {
+					g.notices[sessionID] = map[string]string{}
+				}
+				g.notices[sessionID][sm[1]] = n
+				m["content"] = n
+			} else if n, ok := g.notices[sessionID][s]; ok {
+				m["content"] = n
+			}
+		case "assistant":
+			tcs, _ := m["tool_calls"].([]any)
+			for _, tc := range tcs {
+				call, _ := tc.(map[string]any)
+				fn, _ := call["function"].(map[string]any)
+				name, _ := fn["name"].(string)
+				b, ok := builtinNames[name]
+				if !ok {
+					continue
+				}
+				fn["name"] = b.name
+				var args map[string]any
+				if s, _ := fn["arguments"].(string); json.Unmarshal([]byte(s), &args) == nil {
+					for from, to := range b.args {
+						if v, ok := args[from]; ok {
+							delete(args, from)
+							args[to] = v
+						}
+					}
+					raw, _ := json.Marshal(args)
+					fn["arguments"] = string(raw)
+					if id, _ := call["id"].(string); id != "" && name == "write" {
+						calls[id] = args
+					}
+				}
+			}
+		case "tool":
+			s, ok := m["content"].(string)
+			if !ok {
+				continue
+			}
+			if sm := unknownTool.FindStringSubmatch(s); sm != nil {
+				m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
+			} else if args, ok := calls[fmt.Sprint(m["tool_call_id"])]; ok {
+				if sm := writeResult.FindStringSubmatch(s); sm != nil {
+					m["content"] = fmt.Sprintf("Created file %v with %s characters", args["path"], sm[1])
+				}
+			}
 		}
-		s, ok := m["content"].(string)
-		if !ok {
-			continue
-		}
-		if sm := unknownTool.FindStringSubmatch(s); sm != nil {
-			m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
-			changed = true
-		}
-	}
-	if !changed {
-		return
 	}
 	if raw, err := json.Marshal(msgs); err == nil {
 		req["messages"] = raw
 	}
+}
+
+// toTandem maps a Copilot CLI tool call the model made onto Tandem's tool.
+func toTandem(name, args string) (string, string) {
+	for tandem, b := range builtinNames {
+		if b.name != name {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(args), &m) != nil {
+			return tandem, args
+		}
+		for from, to := range b.args {
+			if v, ok := m[to]; ok {
+				delete(m, to)
+				m[from] = v
+			}
+		}
+		raw, _ := json.Marshal(m)
+		return tandem, string(raw)
+	}
+	return name, args
 }
 
 // completion is the part of a Chat Completions answer the gateway reads.
@@ -281,6 +370,7 @@ func streamOf(answer []byte) ([][]byte, error) {
 	}
 	for _, ch := range c.Choices {
 		for _, tc := range ch.Message.ToolCalls {
+			tc.Function.Name, tc.Function.Arguments = toTandem(tc.Function.Name, tc.Function.Arguments)
 			out = append(out, chunk(map[string]any{"role": "assistant", "tool_calls": []map[string]any{{
 				"index": calls, "id": tc.ID, "type": "function",
 				"function": map[string]any{"name": tc.Function.Name, "arguments": tc.Function.Arguments},
