@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -220,6 +222,22 @@ var builtinNames = map[string]struct {
 	"write": {"create", map[string]string{"content": "file_text"}},
 }
 
+// numberedLine is a line of Tandem's view output: "     1\ttext".
+var numberedLine = regexp.MustCompile(`^ *(\d+)\t`)
+
+// viewResult words Tandem's view output as the CLI does: "1. text".
+func viewResult(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	for i, l := range lines {
+		m := numberedLine.FindStringSubmatchIndex(l)
+		if m == nil {
+			return s
+		}
+		lines[i] = l[m[2]:m[3]] + ". " + l[m[1]:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 // writeResult is what Tandem's write tool says of a created file.
 var writeResult = regexp.MustCompile(`^Created .+ \((\d+) bytes\)\.$`)
 
@@ -234,6 +252,7 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	calls := map[string]map[string]any{} // tool call id → its arguments, for writes
+	views := map[string]bool{}          // tool call ids of view calls
 	for _, m := range msgs {
 		switch m["role"] {
 		case "user":
@@ -257,6 +276,13 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 				call, _ := tc.(map[string]any)
 				fn, _ := call["function"].(map[string]any)
 				name, _ := fn["name"].(string)
+				if id, _ := call["id"].(string); name == "view" {
+					views[id] = true
+				}
+				if name == "ls" {
+					fn["name"] = "view"
+					continue
+				}
 				b, ok := builtinNames[name]
 				if !ok {
 					continue
@@ -284,6 +310,8 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 			}
 			if sm := unknownTool.FindStringSubmatch(s); sm != nil {
 				m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
+			} else if views[fmt.Sprint(m["tool_call_id"])] {
+				m["content"] = viewResult(s)
 			} else if args, ok := calls[fmt.Sprint(m["tool_call_id"])]; ok {
 				if sm := writeResult.FindStringSubmatch(s); sm != nil {
 					m["content"] = fmt.Sprintf("Created file %v with %s characters", args["path"], sm[1])
@@ -298,6 +326,17 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 
 // toTandem maps a Copilot CLI tool call the model made onto Tandem's tool.
 func toTandem(name, args string) (string, string) {
+	if name == "view" {
+		// The CLI's view also lists directories; Tandem's ls does that.
+		var a struct {
+			Path string `json:"path"`
+		}
+		if json.Unmarshal([]byte(args), &a) == nil && filepath.IsAbs(a.Path) {
+			if st, err := os.Stat(a.Path); err == nil && st.IsDir() {
+				return "ls", args
+			}
+		}
+	}
 	for tandem, b := range builtinNames {
 		if b.name != name {
 			continue

@@ -1,11 +1,14 @@
 package copilot
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -358,8 +361,11 @@ type attachmentParam struct {
 	Text     string `json:"text"`
 	Title    string `json:"title"`
 	URL      string `json:"url"`
-	Number   int64  `json:"number"`
-	State    string `json:"state"`
+	Number        int64  `json:"number"`
+	State         string `json:"state"`
+	ReferenceType string `json:"referenceType"`
+
+	raw json.RawMessage
 }
 
 func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, error) {
@@ -385,28 +391,27 @@ func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, err
 	if p.Mode == "immediate" {
 		req.Delivery = proto.DeliverySteer
 	}
+	var atts []attachmentParam
 	for _, raw := range p.Attachments {
 		var a attachmentParam
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return nil, errorf(codeInvalidParams, "invalid attachment: %v", err)
 		}
+		a.raw = raw
 		switch a.Type {
-		case "file":
-			pa := proto.Attachment{Type: "file", Path: a.Path, DisplayName: a.DisplayName}
-			if a.LineRange != nil {
-				pa.LineRange = &proto.LineRange{Start: a.LineRange.Start, End: a.LineRange.End}
-			}
-			req.Attachments = append(req.Attachments, pa)
+		case "file", "directory", "selection", "github_reference":
+			atts = append(atts, a)
 		case "blob":
 			req.Attachments = append(req.Attachments, proto.Attachment{Type: "blob", Data: a.Data, MimeType: a.MimeType, DisplayName: a.DisplayName})
-		case "directory", "selection", "github_reference":
-			// Tandem has no attachment of these kinds: the model reads
-			// them as text in the prompt.
-			req.Prompt += "\n\n" + describeAttachment(a)
+			if a.DisplayName != "" {
+				// The CLI names an image beside it.
+				req.Prompt += "\n" + a.DisplayName
+			}
 		default:
 			return nil, errorf(codeInvalidParams, "unknown attachment type %q", a.Type)
 		}
 	}
+	req.Prompt = promptWithAttachments(req.Prompt, atts)
 	acc, err := b.Prompt(ctx, wsID, req)
 	if err != nil {
 		return nil, err
@@ -417,14 +422,91 @@ func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, err
 	return map[string]any{"messageId": acc.RunID}, nil
 }
 
-func describeAttachment(a attachmentParam) string {
-	switch a.Type {
-	case "directory":
-		return fmt.Sprintf("<attached_directory path=%q />", a.Path)
-	case "selection":
-		return fmt.Sprintf("<selection file=%q>\n%s\n</selection>", a.FilePath, a.Text)
+// promptSeparator is what the Copilot CLI puts between a prompt and the
+// blocks that describe its attachments.
+const promptSeparator = "\n\n\n\n"
+
+// promptWithAttachments words a prompt's file, directory, selection and
+// GitHub reference attachments as the Copilot CLI does: files and
+// directories are named (the model reads them with its tools), selections
+// and references are quoted.
+func promptWithAttachments(prompt string, atts []attachmentParam) string {
+	var tagged, refs, selections []string
+	for _, a := range atts {
+		switch a.Type {
+		case "file":
+			n := countLines(a.Path)
+			if a.LineRange != nil {
+				tagged = append(tagged, fmt.Sprintf("* %s (line %s of %d lines)", a.Path, lineSpan(a.LineRange.Start, a.LineRange.End), n))
+			} else {
+				tagged = append(tagged, fmt.Sprintf("* %s (%d lines)", a.Path, n))
+			}
+		case "directory":
+			tagged = append(tagged, fmt.Sprintf("* %s (%d items)", a.Path, countEntries(a.Path)))
+		case "selection":
+			var sel struct {
+				Selection struct {
+					Start struct{ Line int } `json:"start"`
+					End   struct{ Line int } `json:"end"`
+				} `json:"selection"`
+			}
+			_ = json.Unmarshal(a.raw, &sel)
+			name := a.DisplayName
+			if name == "" {
+				name = filepath.Base(a.FilePath)
+			}
+			selections = append(selections, fmt.Sprintf("<ide_selection>\nThe user has the following text selected in their IDE. This may or may not be related to their request.\nFile: %s (line %s)\n```\n%s\n```\n</ide_selection>",
+				name, lineSpan(sel.Selection.Start.Line+1, sel.Selection.End.Line+1), a.Text))
+		case "github_reference":
+			refs = append(refs, fmt.Sprintf("#%d - %s [%s] [%s] (%s)", a.Number, a.Title, a.ReferenceType, a.State, a.URL))
+		}
 	}
-	return fmt.Sprintf("<github_reference number=%d title=%q state=%q url=%q />", a.Number, a.Title, a.State, a.URL)
+	out := prompt
+	if len(selections) > 0 {
+		out = strings.Join(selections, "\n") + promptSeparator + out
+	}
+	if len(tagged) > 0 {
+		out += promptSeparator + "<tagged_files>\n" + strings.Join(tagged, "\n") + "\n</tagged_files>"
+	}
+	if len(refs) > 0 {
+		out += promptSeparator + "<github_references>\n" + strings.Join(refs, "\n") + "\n</github_references>"
+	}
+	return out
+}
+
+func lineSpan(start, end int) string {
+	if end <= start {
+		return fmt.Sprint(start)
+	}
+	return fmt.Sprintf("%d-%d", start, end)
+}
+
+// maxCountBytes bounds how much of a file is read to count its lines.
+const maxCountBytes = 64 << 20
+
+func countLines(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCountBytes))
+	if err != nil || len(data) == 0 {
+		return 0
+	}
+	n := bytes.Count(data, []byte{'\n'})
+	if data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+func countEntries(path string) int {
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return 0
+	}
+	return len(entries)
 }
 
 func (c *conn) abort(ctx context.Context, params json.RawMessage) (any, error) {
