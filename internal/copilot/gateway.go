@@ -238,6 +238,12 @@ func viewResult(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// interruptedResult matches what Tandem tells the model of a call that a
+// cancel stopped; the CLI words it as interruptedText.
+var interruptedResult = regexp.MustCompile(`^(Error: )?(The permission request was canceled, so the call did not run\.|canceled|canceled before it ran|.*\bcanceled\b.*\(the run was canceled\).*)$`)
+
+const interruptedText = "The execution of this tool, or a previous tool was interrupted."
+
 // writeResult is what Tandem's write tool says of a created file.
 var writeResult = regexp.MustCompile(`^Created .+ \((\d+) bytes\)\.$`)
 
@@ -252,7 +258,7 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	calls := map[string]map[string]any{} // tool call id → its arguments, for writes
-	views := map[string]bool{}          // tool call ids of view calls
+	views := map[string]bool{}           // tool call ids of view calls
 	for _, m := range msgs {
 		switch m["role"] {
 		case "user":
@@ -310,6 +316,8 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 			}
 			if sm := unknownTool.FindStringSubmatch(s); sm != nil {
 				m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
+			} else if interruptedResult.MatchString(s) {
+				m["content"] = interruptedText
 			} else if views[fmt.Sprint(m["tool_call_id"])] {
 				m["content"] = viewResult(s)
 			} else if args, ok := calls[fmt.Sprint(m["tool_call_id"])]; ok {

@@ -356,11 +356,11 @@ type attachmentParam struct {
 		Start int `json:"start"`
 		End   int `json:"end"`
 	} `json:"lineRange"`
-	Data     string `json:"data"`
-	MimeType string `json:"mimeType"`
-	Text     string `json:"text"`
-	Title    string `json:"title"`
-	URL      string `json:"url"`
+	Data          string `json:"data"`
+	MimeType      string `json:"mimeType"`
+	Text          string `json:"text"`
+	Title         string `json:"title"`
+	URL           string `json:"url"`
 	Number        int64  `json:"number"`
 	State         string `json:"state"`
 	ReferenceType string `json:"referenceType"`
