@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/tandem-dev/tandem/proto"
@@ -123,7 +124,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &conn{
 		srv: s, rwc: rwc, clientID: uuid.NewString(),
-		out: make(chan []byte, outQueue), ctx: ctx, cancel: cancel,
+		out: make(chan outFrame, outQueue), ctx: ctx, cancel: cancel,
 		sessions: map[string]*attachment{},
 	}
 	s.mu.Lock()
@@ -137,12 +138,19 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	return c.serve()
 }
 
+// outFrame is a message waiting for the writer; written, when set, is
+// closed once it was written.
+type outFrame struct {
+	body    []byte
+	written chan struct{}
+}
+
 // conn is one connection of the protocol.
 type conn struct {
 	srv      *Server
 	rwc      io.ReadWriteCloser
 	clientID string
-	out      chan []byte
+	out      chan outFrame
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // request handlers and event pumps
@@ -216,9 +224,13 @@ func (c *conn) write() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case body := <-c.out:
-			buf = appendFrame(buf[:0], body)
-			if _, err := c.rwc.Write(buf); err != nil {
+		case f := <-c.out:
+			buf = appendFrame(buf[:0], f.body)
+			_, err := c.rwc.Write(buf)
+			if f.written != nil {
+				close(f.written)
+			}
+			if err != nil {
 				c.cancel()
 				return
 			}
@@ -228,14 +240,16 @@ func (c *conn) write() {
 
 // send queues a message; it waits while the queue is full (a slow reader
 // slows only its own connection), and gives up when the connection ends.
-func (c *conn) send(v any) {
+func (c *conn) send(v any) { c.sendFrame(v, nil) }
+
+func (c *conn) sendFrame(v any, written chan struct{}) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		c.srv.log.Error("copilot: encode message", "err", err)
 		return
 	}
 	select {
-	case c.out <- body:
+	case c.out <- outFrame{body: body, written: written}:
 	case <-c.ctx.Done():
 	}
 }
@@ -255,8 +269,13 @@ func (c *conn) read() error {
 			}
 			if errors.Is(err, ErrFrame) {
 				// The stream is out of step: say why, then end it.
-				c.send(response{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: errorf(codeParse, "%v", err)})
-				c.flush()
+				written := make(chan struct{})
+				c.sendFrame(response{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: errorf(codeParse, "%v", err)}, written)
+				select {
+				case <-written:
+				case <-c.ctx.Done():
+				case <-time.After(2 * time.Second):
+				}
 			}
 			return err
 		}
@@ -284,22 +303,6 @@ func (c *conn) read() error {
 			defer func() { <-sem }()
 			c.handle(req)
 		}()
-	}
-}
-
-// flush gives the writer a moment to send what is queued before the
-// connection is closed after a framing error.
-func (c *conn) flush() {
-	for range 100 {
-		if len(c.out) == 0 {
-			return
-		}
-		select {
-		case <-c.ctx.Done():
-			return
-		default:
-		}
-		runtimeGosched()
 	}
 }
 

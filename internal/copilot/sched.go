@@ -1,5 +1,0 @@
-package copilot
-
-import "runtime"
-
-func runtimeGosched() { runtime.Gosched() }
