@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -217,10 +218,18 @@ func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(strin
 		cfg.Token = ""
 	}
 	if api := env.getenv("COPILOT_API_URL"); api != "" {
+		// The SDK's models live behind its API, which speaks Chat
+		// Completions: Tandem's openai provider asks it (through the
+		// gateway) for them by their own names.
 		cfg.ModelPrefix = "openai/"
+		cfg.Model = copilotDefaultModel
 	}
 	return cfg
 }
+
+// copilotDefaultModel is the Copilot CLI's default model, asked of the
+// SDK's API when a session names none.
+const copilotDefaultModel = "claude-sonnet-4.5"
 
 // copilotGateway starts the model gateway of the SDK's COPILOT_API_URL, if
 // it names one; nil otherwise (sessions then use the server's models).
@@ -282,3 +291,64 @@ type stdioConn struct{}
 func (stdioConn) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
 func (stdioConn) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
 func (stdioConn) Close() error                { return os.Stdin.Close() }
+
+// serveCopilot serves the Copilot SDK protocol on addr for tandem serve,
+// beside its HTTP API at httpAddr: the bridge is one more client of the
+// server, so what SDK apps do is live for every other client and the other
+// way round. Its connections must connect with the server's token.
+func serveCopilot(ctx context.Context, addr string, httpAddr net.Addr, token string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("copilot: %w", err)
+	}
+	base := "http://" + loopbackAddr(httpAddr)
+	cfg := copilot.Config{
+		Connect: httpbackend.Connect(base, token),
+		Token:   token,
+		Version: "tandem-" + server.Version,
+		Logger:  logger,
+	}
+	if cwd, err := os.Getwd(); err == nil {
+		cfg.Cwd = cwd
+	}
+	env := &cliEnv{getenv: getenv}
+	if gw, err := copilotGateway(copilotOptions{}, env, logger); err != nil {
+		ln.Close()
+		return nil, err
+	} else if gw != nil {
+		cfg.Gateway = gw
+		cfg.ModelPrefix = "openai/"
+		cfg.Model = copilotDefaultModel
+	}
+	srv := copilot.NewServer(cfg)
+	fmt.Fprintf(stdout, "tandem serving the Copilot SDK protocol on %s\n", ln.Addr())
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(sctx, ln); err != nil {
+			logger.Error("copilot", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		if cfg.Gateway != nil {
+			_ = cfg.Gateway.Close()
+		}
+	}, nil
+}
+
+// loopbackAddr is where this process reaches a listener of its own: an
+// unspecified host (every interface) is reached on loopback.
+func loopbackAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
+		port := 0
+		if ok {
+			port = tcp.Port
+		}
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	return tcp.String()
+}

@@ -41,7 +41,7 @@ type Config struct {
 	// Cwd is the workspace of sessions that name no working directory.
 	Cwd string
 	// Model is the model of sessions that name none (as the SDK names
-	// models, without a provider).
+	// models); empty for the server's default.
 	Model string
 	// Provider is the model endpoint of sessions created over the protocol
 	// (the SDK's COPILOT_API_URL), nil for the server's configuration.
@@ -78,9 +78,6 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Model == "" {
-		cfg.Model = "claude-sonnet-4.5"
 	}
 	if cfg.Version == "" {
 		cfg.Version = "tandem"
