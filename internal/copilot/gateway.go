@@ -3,6 +3,7 @@ package copilot
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // maxModelBody bounds a model request or answer passing the gateway.
@@ -32,11 +35,14 @@ const maxModelBody = 64 << 20
 type Gateway struct {
 	upstream string
 	token    string
-	hc       *http.Client
-	log      *slog.Logger
-	srv      *http.Server
-	ln       net.Listener
-	done     chan struct{}
+	// key is what Tandem's provider must present: the gateway spends the
+	// SDK's token, so no other local process may use it.
+	key  string
+	hc   *http.Client
+	log  *slog.Logger
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
 
 	mu      sync.Mutex
 	headers map[string]map[string]string
@@ -57,7 +63,7 @@ func NewGateway(upstream, token string, logger *slog.Logger) (*Gateway, error) {
 		return nil, fmt.Errorf("copilot gateway: %w", err)
 	}
 	g := &Gateway{
-		upstream: strings.TrimRight(upstream, "/"), token: token, log: logger, ln: ln,
+		upstream: strings.TrimRight(upstream, "/"), token: token, log: logger, ln: ln, key: uuid.NewString(),
 		hc:      &http.Client{Timeout: 10 * time.Minute},
 		headers: map[string]map[string]string{}, system: map[string]string{}, done: make(chan struct{}),
 		notices: map[string]map[string]string{},
@@ -74,6 +80,9 @@ func NewGateway(upstream, token string, logger *slog.Logger) (*Gateway, error) {
 func (g *Gateway) BaseURL(sessionID string) string {
 	return "http://" + g.ln.Addr().String() + "/s/" + sessionID
 }
+
+// Key is the API key a session's provider presents to the gateway.
+func (g *Gateway) Key() string { return g.key }
 
 // SetHeaders makes headers part of the session's model requests from now on.
 func (g *Gateway) SetHeaders(sessionID string, h map[string]string) {
@@ -107,6 +116,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/s/")
 	if !ok || r.Method != http.MethodPost {
 		http.NotFound(w, r)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+g.key)) != 1 {
+		http.Error(w, `{"error":{"message":"unauthorized"}}`, http.StatusUnauthorized)
 		return
 	}
 	sessionID, path, _ := strings.Cut(rest, "/")

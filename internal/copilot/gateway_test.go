@@ -34,7 +34,17 @@ func TestGatewayJoinsChoices(t *testing.T) {
 		{"role":"assistant","tool_calls":[{"id":"w","type":"function","function":{"name":"write","arguments":"{\"path\":\"/x\",\"content\":\"hi\"}"}}]},
 		{"role":"tool","tool_call_id":"w","content":"Created x (2 bytes)."},
 		{"role":"tool","tool_call_id":"q","content":"Error: unknown tool \"report_intent\": call only the tools offered to you"}]}`
-	resp, err := http.Post(g.BaseURL("s1")+"/chat/completions", "application/json", strings.NewReader(body))
+	anon, err := http.Post(g.BaseURL("s1")+"/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon.Body.Close()
+	if anon.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request without the gateway's key got %d, want 401", anon.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, g.BaseURL("s1")+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+g.Key())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

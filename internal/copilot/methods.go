@@ -307,7 +307,7 @@ func (c *conn) resumeRetrying(ctx context.Context, b Backend, wsID, sessionID st
 // provider is the model endpoint of a session created or resumed here.
 func (s *Server) provider(sessionID string) *proto.Provider {
 	if gw := s.cfg.Gateway; gw != nil {
-		return &proto.Provider{Type: "openai", BaseURL: gw.BaseURL(sessionID), APIKey: "copilot-gateway"}
+		return &proto.Provider{Type: "openai", BaseURL: gw.BaseURL(sessionID), APIKey: gw.Key()}
 	}
 	if s.cfg.Provider != nil {
 		pr := *s.cfg.Provider
