@@ -259,3 +259,28 @@ func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
 	}
 	require.Equal(t, []string{"hello from http", `/tool write {"path":"a.txt","content":"hi"}`}, users)
 }
+
+// The SDK's command line is taken whole; flags it may add later are
+// ignored, not refused, and COPILOT_HOME places the data dir.
+func TestParseCopilotArgs(t *testing.T) {
+	env := map[string]string{"COPILOT_HOME": "/tmp/home"}
+	cenv := &cliEnv{getenv: func(k string) string { return env[k] }}
+	o, err := parseCopilotArgs([]string{"--headless", "--no-auto-update", "--log-level", "error", "--port", "4321",
+		"--auth-token-env", "TOK", "--no-auto-login", "--session-idle-timeout", "30", "--remote", "--some-new-flag"}, cenv)
+	require.NoError(t, err)
+	require.Equal(t, 4321, o.port)
+	require.False(t, o.stdio)
+	require.Equal(t, "error", o.logLevel)
+	require.Equal(t, "TOK", o.authTokenEnv)
+	require.Equal(t, filepath.Join("/tmp/home", "tandem"), o.dataDir)
+
+	o, err = parseCopilotArgs([]string{"--stdio", "--data-dir=/d"}, cenv)
+	require.NoError(t, err)
+	require.True(t, o.stdio)
+	require.Equal(t, "/d", o.dataDir)
+
+	_, err = parseCopilotArgs([]string{"--port", "x"}, cenv)
+	require.Error(t, err)
+	_, err = parseCopilotArgs([]string{"--log-level"}, cenv)
+	require.Error(t, err)
+}
