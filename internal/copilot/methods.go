@@ -198,6 +198,7 @@ func (c *conn) create(ctx context.Context, params json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.srv.remember(sess.ID, ws.ID)
 	if err := c.attach(ctx, b, ws.ID, sess.ID, 0); err != nil {
 		return nil, err
 	}
@@ -217,12 +218,19 @@ func (c *conn) locate(ctx context.Context, b Backend, sessionID string) (string,
 	if ok {
 		return a.wsID, nil
 	}
+	if wsID, ok := c.srv.workspaceOf(sessionID); ok {
+		if _, err := b.Session(ctx, wsID, sessionID); err == nil {
+			return wsID, nil
+		}
+		c.srv.remember(sessionID, "")
+	}
 	wss, err := b.Workspaces(ctx)
 	if err != nil {
 		return "", err
 	}
 	for _, ws := range wss {
 		if _, err := b.Session(ctx, ws.ID, sessionID); err == nil {
+			c.srv.remember(sessionID, ws.ID)
 			return ws.ID, nil
 		} else if !errors.Is(err, ErrNotFound) {
 			return "", err
@@ -547,6 +555,7 @@ func (c *conn) deleteSession(ctx context.Context, params json.RawMessage) (any, 
 		return map[string]any{"success": false, "error": err.Error()}, nil
 	}
 	c.detach(p.SessionID)
+	c.srv.remember(p.SessionID, "")
 	if err := b.DeleteSession(ctx, wsID, p.SessionID); err != nil {
 		return map[string]any{"success": false, "error": err.Error()}, nil
 	}

@@ -71,6 +71,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	// where remembers the workspace of the sessions seen, so that a
+	// session's workspace is searched for once.
+	where map[string]string
 	wg    sync.WaitGroup
 }
 
@@ -82,7 +85,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "tandem"
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, extras: newExtraStore(), conns: map[*conn]struct{}{}}
+	return &Server{cfg: cfg, log: cfg.Logger, extras: newExtraStore(), conns: map[*conn]struct{}{}, where: map[string]string{}}
 }
 
 // Serve accepts connections on ln until ln is closed or ctx ends, then closes
@@ -106,6 +109,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = s.ServeConn(ctx, nc)
 		}()
 	}
+}
+
+// maxWhere bounds the sessions whose workspace the server remembers.
+const maxWhere = 10000
+
+func (s *Server) remember(sessionID, wsID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wsID == "" {
+		delete(s.where, sessionID)
+		return
+	}
+	if len(s.where) >= maxWhere {
+		clear(s.where)
+	}
+	s.where[sessionID] = wsID
+}
+
+func (s *Server) workspaceOf(sessionID string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws, ok := s.where[sessionID]
+	return ws, ok
 }
 
 func (s *Server) closeAll() {
