@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -271,8 +272,9 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	calls := map[string]map[string]any{} // tool call id → its arguments, for writes
-	views := map[string]bool{}           // tool call ids of view calls
-	for _, m := range msgs {
+	views := map[string]string{}         // tool call id of a view call → its path
+	images := map[int]string{}           // index of a view result → the image it showed
+	for i, m := range msgs {
 		switch m["role"] {
 		case "user":
 			s, ok := m["content"].(string)
@@ -296,7 +298,11 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 				fn, _ := call["function"].(map[string]any)
 				name, _ := fn["name"].(string)
 				if id, _ := call["id"].(string); name == "view" {
-					views[id] = true
+					var a struct {
+						Path string `json:"path"`
+					}
+					_ = json.Unmarshal([]byte(fmt.Sprint(fn["arguments"])), &a)
+					views[id] = a.Path
 				}
 				if name == "ls" {
 					fn["name"] = "view"
@@ -331,8 +337,13 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 				m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
 			} else if interruptedResult.MatchString(s) {
 				m["content"] = interruptedText
-			} else if views[fmt.Sprint(m["tool_call_id"])] {
-				m["content"] = viewResult(s)
+			} else if path, ok := views[fmt.Sprint(m["tool_call_id"])]; ok {
+				if imageType(path) != "" {
+					m["content"] = "Viewed image file successfully."
+					images[i] = path
+				} else {
+					m["content"] = viewResult(s)
+				}
 			} else if args, ok := calls[fmt.Sprint(m["tool_call_id"])]; ok {
 				if sm := writeResult.FindStringSubmatch(s); sm != nil {
 					m["content"] = fmt.Sprintf("Created file %v with %s characters", args["path"], sm[1])
@@ -340,9 +351,79 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 			}
 		}
 	}
+	if len(images) > 0 {
+		msgs = withImages(msgs, images)
+	}
 	if raw, err := json.Marshal(msgs); err == nil {
 		req["messages"] = raw
 	}
+}
+
+// maxImage bounds an image the gateway shows the model.
+const maxImage = 20 << 20
+
+// imageType is the MIME type of an image file the CLI's view shows the
+// model, by its name; "" for other files.
+func imageType(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".webp":
+		return "image/webp"
+	}
+	return ""
+}
+
+// withImages shows the model the images that view calls looked at, as the
+// CLI does: in a user message after the calls' results. Tandem's view reads
+// only text, so the gateway reads the image (bounded) itself.
+func withImages(msgs []map[string]any, images map[int]string) []map[string]any {
+	out := make([]map[string]any, 0, len(msgs)+len(images))
+	var pending []string
+	flush := func() {
+		for _, path := range pending {
+			data, err := readBounded(path, maxImage)
+			if err != nil {
+				continue
+			}
+			out = append(out, map[string]any{"role": "user", "content": []map[string]any{
+				{"type": "text", "text": "Image file at path " + path},
+				{"type": "image_url", "image_url": map[string]any{"url": "data:" + imageType(path) + ";base64," + base64.StdEncoding.EncodeToString(data)}},
+			}})
+		}
+		pending = nil
+	}
+	for i, m := range msgs {
+		if m["role"] != "tool" {
+			flush()
+		}
+		out = append(out, m)
+		if p, ok := images[i]; ok {
+			pending = append(pending, p)
+		}
+	}
+	flush()
+	return out
+}
+
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is over %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // toTandem maps a Copilot CLI tool call the model made onto Tandem's tool.
