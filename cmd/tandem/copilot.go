@@ -95,17 +95,29 @@ func parseCopilotArgs(args []string, env *cliEnv) (copilotOptions, error) {
 
 var errHelp = errors.New("help")
 
-const copilotUsage = `usage: tandem copilot [--stdio | --port N] [--url URL] [--data-dir DIR]
+const copilotUsage = `usage: tandem copilot [flags]
 
 Serves the GitHub Copilot CLI's SDK protocol, so that apps written with a
 Copilot SDK drive Tandem: point the SDK's CLI path (COPILOT_CLI_PATH) at a
-script that runs "tandem copilot". It takes the flags the SDK passes (--stdio,
---port, --headless, --log-level, --auth-token-env, ...). The sessions live in
-the Tandem server running on the data dir, or in one this command runs.
+script that runs "tandem copilot", which takes the flags the SDK passes. The
+sessions live in the Tandem server running on the data dir, or in one this
+command runs.
 
-The data dir is TANDEM_DATA_DIR, else $COPILOT_HOME/tandem when the SDK sets
-COPILOT_HOME, else the usual one. The model endpoint is COPILOT_API_URL when
-set (an OpenAI-compatible Chat Completions server).
+flags:
+  --stdio               serve over stdin and stdout
+  --port N              serve over TCP on 127.0.0.1:N (0 or none: a free port),
+                        announced as "CLI server listening on port N"
+  --auth-token-env VAR  the variable holding the token for COPILOT_API_URL
+  --log-level LEVEL     none, error, warning, info, debug or all
+  --url URL             the Tandem server to use (TANDEM_URL)
+  --token TOKEN         its bearer token (TANDEM_TOKEN)
+  --data-dir DIR        TANDEM_DATA_DIR, else $COPILOT_HOME/tandem when the SDK
+                        sets COPILOT_HOME, else the usual data dir
+  Other flags the SDK passes (--headless, --no-auto-update, --no-auto-login,
+  --session-idle-timeout, --remote) are accepted and change nothing.
+
+When COPILOT_API_URL names the SDK's model API (OpenAI Chat Completions),
+sessions ask it for their models, by the SDK's names.
 `
 
 // copilotDataDir is where the sessions of SDK clients live: the SDK gives
