@@ -161,7 +161,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		up.Header.Set("Authorization", "Bearer "+g.token)
 	}
 	for k, v := range headers {
-		up.Header.Set(k, v)
+		if !reservedHeader(k) {
+			up.Header.Set(k, v)
+		}
 	}
 	resp, err := g.hc.Do(up)
 	if err != nil {
@@ -195,6 +197,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: %s\n\n", c)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// reservedHeader reports the headers an app's requestHeaders may not set:
+// the ones that frame the request or carry the gateway's credentials.
+func reservedHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Authorization", "Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer", "Proxy-Authorization":
+		return true
+	}
+	return false
 }
 
 // identityLine is put in front of the system message of sessions that did

@@ -29,7 +29,7 @@ func TestGatewayJoinsChoices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	g.SetHeaders("s1", map[string]string{"X-Test": "v"})
+	g.SetHeaders("s1", map[string]string{"X-Test": "v", "Authorization": "Bearer app's own"})
 	body := `{"model":"m","stream":true,"messages":[{"role":"system","content":"sys"},{"role":"user","content":"go"},
 		{"role":"assistant","tool_calls":[{"id":"w","type":"function","function":{"name":"write","arguments":"{\"path\":\"/x\",\"content\":\"hi\"}"}}]},
 		{"role":"tool","tool_call_id":"w","content":"Created x (2 bytes)."},
