@@ -392,6 +392,14 @@ func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
+	if len(p.RequestHeaders) > maxRequestHeaders || len(p.Attachments) > maxAttachments {
+		return nil, errorf(codeInvalidParams, "at most %d request headers and %d attachments", maxRequestHeaders, maxAttachments)
+	}
+	for k, v := range p.RequestHeaders {
+		if len(k)+len(v) > maxHeaderBytes {
+			return nil, errorf(codeInvalidParams, "request header %.64q is over %d bytes", k, maxHeaderBytes)
+		}
+	}
 	if gw := c.srv.cfg.Gateway; gw != nil {
 		gw.SetHeaders(p.SessionID, p.RequestHeaders)
 	}
@@ -429,6 +437,13 @@ func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, err
 	}
 	return map[string]any{"messageId": acc.RunID}, nil
 }
+
+// Bounds of a send's extras.
+const (
+	maxRequestHeaders = 64
+	maxHeaderBytes    = 8 << 10
+	maxAttachments    = 100
+)
 
 // promptSeparator is what the Copilot CLI puts between a prompt and the
 // blocks that describe its attachments.
