@@ -41,6 +41,7 @@ commands:
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
   config      check configuration files (tandem config check [FILE])
   serve       run the server
+  copilot     serve the GitHub Copilot SDK protocol (an SDK's CLI)
   version     print the version (also --version)
 
 tandem help COMMAND (or tandem COMMAND -h) shows a command's flags.
@@ -68,6 +69,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
 	case "mcp":
 		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "copilot":
+		return copilotCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":
 		return configCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version", "--version", "-version":
@@ -111,6 +114,8 @@ type serveOptions struct {
 	leaseTTL time.Duration
 	// debugAddr, when set, serves the runtime's profiles (see startDebug).
 	debugAddr string
+	// copilotAddr serves the Copilot SDK protocol beside HTTP (see copilot.go).
+	copilotAddr string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -158,6 +163,7 @@ flags:
 	fs.StringVar(&o.busURL, "bus", env("TANDEM_BUS", ""), "cluster bus, nats://... (TANDEM_BUS)")
 	fs.StringVar(&o.nodeID, "node-id", env("TANDEM_NODE_ID", ""), "this node's id in a cluster (TANDEM_NODE_ID); default: host name plus a random suffix")
 	fs.StringVar(&o.debugAddr, "debug-addr", env("TANDEM_DEBUG_ADDR", ""), "serve Go runtime profiles and traces (net/http/pprof) on this loopback address, without a token; off when empty (TANDEM_DEBUG_ADDR)")
+	fs.StringVar(&o.copilotAddr, "copilot-addr", env("TANDEM_COPILOT_ADDR", ""), "also serve the GitHub Copilot SDK protocol on this address, HOST:PORT; its clients connect with the server's token (TANDEM_COPILOT_ADDR)")
 	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
@@ -357,6 +363,15 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 1
 	}
 	fmt.Fprintf(stdout, "tandem listening on http://%s\n", ln.Addr())
+	if o.copilotAddr != "" {
+		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), token, getenv, stdout, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "tandem serve:", err)
+			_ = srv.Shutdown(context.Background())
+			return 1
+		}
+		defer stopCopilot()
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

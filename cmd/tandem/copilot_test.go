@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/client"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// sdkConn is a client of the Copilot SDK protocol, as an SDK app is one:
+// Content-Length framed JSON-RPC over TCP.
+type sdkConn struct {
+	t      *testing.T
+	nc     net.Conn
+	mu     sync.Mutex
+	nextID int
+	calls  map[int]chan map[string]any
+	events chan map[string]any // the "event" of each session.event
+}
+
+func dialSDK(t *testing.T, addr string) *sdkConn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	c := &sdkConn{t: t, nc: nc, calls: map[int]chan map[string]any{}, events: make(chan map[string]any, 1024)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.readLoop()
+	}()
+	t.Cleanup(func() {
+		nc.Close()
+		<-done
+	})
+	return c
+}
+
+func (c *sdkConn) readLoop() {
+	r := bufio.NewReader(c.nc)
+	for {
+		n := -1
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSpace(line)
+			if line == "" {
+				break
+			}
+			if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		var m map[string]any
+		if json.Unmarshal(body, &m) != nil {
+			continue
+		}
+		if m["method"] == "session.event" {
+			params, _ := m["params"].(map[string]any)
+			ev, _ := params["event"].(map[string]any)
+			c.events <- ev
+			continue
+		}
+		id, ok := m["id"].(float64)
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		ch := c.calls[int(id)]
+		delete(c.calls, int(id))
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+// call sends a request and returns its result; an error answer fails the test.
+func (c *sdkConn) call(method string, params any) map[string]any {
+	c.t.Helper()
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	ch := make(chan map[string]any, 1)
+	c.calls[id] = ch
+	c.mu.Unlock()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	require.NoError(c.t, err)
+	_, err = fmt.Fprintf(c.nc, "Content-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(c.t, err)
+	select {
+	case m := <-ch:
+		require.Nil(c.t, m["error"], "%s answered an error", method)
+		res, _ := m["result"].(map[string]any)
+		return res
+	case <-time.After(30 * time.Second):
+		c.t.Fatalf("no answer to %s", method)
+		return nil
+	}
+}
+
+// waitEvent returns the next session event of type typ that match accepts.
+func (c *sdkConn) waitEvent(typ string, match func(data map[string]any) bool) map[string]any {
+	c.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-c.events:
+			data, _ := ev["data"].(map[string]any)
+			if ev["type"] == typ && (match == nil || match(data)) {
+				return data
+			}
+		case <-deadline:
+			c.t.Fatalf("no %s event", typ)
+			return nil
+		}
+	}
+}
+
+// waitHTTPEvent returns the next event of type typ on an HTTP client's stream.
+func waitHTTPEvent(t *testing.T, st *client.EventStream, typ string) proto.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		ev, err := st.Next(ctx)
+		require.NoError(t, err, "waiting for %s", typ)
+		if ev.Type == typ {
+			return ev
+		}
+	}
+}
+
+// An SDK app and an HTTP client share one session: each sees the other's
+// prompt and answer live, a permission is asked of both, and the first
+// answer (the HTTP client's) wins.
+func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
+	const token = "copilot-e2e-token"
+	dataDir, wsDir := t.TempDir(), t.TempDir()
+	wsDir, err := filepath.EvalSymlinks(wsDir)
+	require.NoError(t, err)
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--copilot-addr", "127.0.0.1:0",
+		"--data-dir", dataDir, "--token", token, "--model", "echo")
+	cmd.Env = append(os.Environ(), "COPILOT_API_URL=")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var httpURL, copilotAddr string
+	for httpURL == "" || copilotAddr == "" {
+		select {
+		case line, ok := <-lines:
+			require.True(t, ok, "server exited: %s", stderr)
+			if v, ok := strings.CutPrefix(line, "tandem listening on "); ok {
+				httpURL = v
+			}
+			if v, ok := strings.CutPrefix(line, "tandem serving the Copilot SDK protocol on "); ok {
+				copilotAddr = v
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no listening lines; stderr: %s", stderr)
+		}
+	}
+
+	sdk := dialSDK(t, copilotAddr)
+	res := sdk.call("connect", map[string]any{"token": token})
+	require.Equal(t, true, res["ok"])
+	require.EqualValues(t, 3, res["protocolVersion"])
+	sessionID := uuid.NewString()
+	res = sdk.call("session.create", map[string]any{"sessionId": sessionID, "workingDirectory": wsDir, "requestPermission": true})
+	require.Equal(t, sessionID, res["sessionId"])
+	sdk.waitEvent("session.start", nil)
+
+	ctx := context.Background()
+	hc := client.New(httpURL, token)
+	ws, _, err := hc.CreateWorkspace(ctx, wsDir)
+	require.NoError(t, err)
+	st, err := hc.Events(ctx, ws.ID, client.EventsOptions{SessionID: sessionID})
+	require.NoError(t, err)
+	defer st.Close()
+
+	// A prompt from the HTTP client: the SDK app sees it and its answer.
+	_, err = hc.Prompt(ctx, ws.ID, proto.PromptRequest{SessionID: sessionID, Prompt: "hello from http"})
+	require.NoError(t, err)
+	sdk.waitEvent("user.message", func(d map[string]any) bool { return d["content"] == "hello from http" })
+	sdk.waitEvent("assistant.message", func(d map[string]any) bool { return d["content"] == "echo: hello from http" })
+	sdk.waitEvent("session.idle", nil)
+
+	// A prompt from the SDK app asks a permission of both clients.
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": `/tool write {"path":"a.txt","content":"hi"}`})
+	asked := waitHTTPEvent(t, st, proto.EventPermissionRequested)
+	var pr proto.PermissionRequest
+	require.NoError(t, json.Unmarshal(asked.Data, &pr))
+	perm := sdk.waitEvent("permission.requested", func(d map[string]any) bool { return d["requestId"] == pr.RequestID })
+	req, _ := perm["permissionRequest"].(map[string]any)
+	require.Equal(t, "write", req["kind"])
+
+	// The HTTP client answers first; the SDK app's later answer loses.
+	ans, err := hc.AnswerPermission(ctx, ws.ID, pr.RequestID, proto.PermissionAnswer{Decision: proto.DecisionApproveOnce})
+	require.NoError(t, err)
+	require.True(t, ans.Resolved)
+	res = sdk.call("session.permissions.handlePendingPermissionRequest", map[string]any{
+		"sessionId": sessionID, "requestId": pr.RequestID, "result": map[string]any{"kind": "reject"},
+	})
+	require.Equal(t, false, res["success"])
+	done := sdk.waitEvent("permission.completed", func(d map[string]any) bool { return d["requestId"] == pr.RequestID })
+	require.Equal(t, map[string]any{"kind": "approved"}, done["result"])
+	waitHTTPEvent(t, st, proto.EventPermissionResolved)
+	sdk.waitEvent("tool.execution_complete", func(d map[string]any) bool { return d["success"] == true })
+	sdk.waitEvent("session.idle", nil)
+	got, err := os.ReadFile(filepath.Join(wsDir, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "hi", string(got))
+
+	// Both see the whole conversation in the session's messages.
+	res = sdk.call("session.getMessages", map[string]any{"sessionId": sessionID})
+	evs, _ := res["events"].([]any)
+	var users []string
+	for _, e := range evs {
+		m, _ := e.(map[string]any)
+		if m["type"] == "user.message" {
+			d, _ := m["data"].(map[string]any)
+			users = append(users, fmt.Sprint(d["content"]))
+		}
+	}
+	require.Equal(t, []string{"hello from http", `/tool write {"path":"a.txt","content":"hi"}`}, users)
+}
+
+// The SDK's command line is taken whole; flags it may add later are
+// ignored, not refused, and COPILOT_HOME places the data dir.
+func TestParseCopilotArgs(t *testing.T) {
+	env := map[string]string{"COPILOT_HOME": "/tmp/home"}
+	cenv := &cliEnv{getenv: func(k string) string { return env[k] }}
+	o, err := parseCopilotArgs([]string{"--headless", "--no-auto-update", "--log-level", "error", "--port", "4321",
+		"--auth-token-env", "TOK", "--no-auto-login", "--session-idle-timeout", "30", "--remote", "--some-new-flag"}, cenv)
+	require.NoError(t, err)
+	require.Equal(t, 4321, o.port)
+	require.False(t, o.stdio)
+	require.Equal(t, "error", o.logLevel)
+	require.Equal(t, "TOK", o.authTokenEnv)
+	require.Equal(t, filepath.Join("/tmp/home", "tandem"), o.dataDir)
+
+	o, err = parseCopilotArgs([]string{"--stdio", "--data-dir=/d"}, cenv)
+	require.NoError(t, err)
+	require.True(t, o.stdio)
+	require.Equal(t, "/d", o.dataDir)
+
+	_, err = parseCopilotArgs([]string{"--port", "x"}, cenv)
+	require.Error(t, err)
+	_, err = parseCopilotArgs([]string{"--log-level"}, cenv)
+	require.Error(t, err)
+}

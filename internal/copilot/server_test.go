@@ -1,0 +1,158 @@
+package copilot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// nopBackend is a Backend that knows no session; the dispatch tests need
+// only the methods that do not reach Tandem.
+type nopBackend struct{ Backend }
+
+func (nopBackend) Workspaces(context.Context) ([]proto.Workspace, error) { return nil, nil }
+func (nopBackend) Close()                                                {}
+
+// rpcClient speaks the protocol's framing over one end of a pipe.
+type rpcClient struct {
+	t  *testing.T
+	nc net.Conn
+	fr *frameReader
+}
+
+func dial(t *testing.T, s *Server) *rpcClient {
+	t.Helper()
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.ServeConn(ctx, b)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		a.Close()
+		<-done
+	})
+	return &rpcClient{t: t, nc: a, fr: newFrameReader(a, 0)}
+}
+
+func (c *rpcClient) write(raw []byte) {
+	c.t.Helper()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.nc.Write(appendFrame(nil, raw)); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *rpcClient) call(id int, method string, params any) map[string]any {
+	c.t.Helper()
+	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	c.write(raw)
+	return c.read()
+}
+
+func (c *rpcClient) read() map[string]any {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	body, err := c.fr.Read()
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		c.t.Fatalf("answer %q is not JSON: %v", body, err)
+	}
+	return m
+}
+
+func errorCode(m map[string]any) int {
+	e, _ := m["error"].(map[string]any)
+	f, _ := e["code"].(float64)
+	return int(f)
+}
+
+func newTestServer(token string) *Server {
+	return NewServer(Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }, Token: token})
+}
+
+func TestConnectHandshake(t *testing.T) {
+	c := dial(t, newTestServer("secret"))
+	if got := errorCode(c.call(1, "session.list", nil)); got != codeInvalidRequest {
+		t.Fatalf("a call before connect got code %d, want %d", got, codeInvalidRequest)
+	}
+	if got := errorCode(c.call(2, "connect", map[string]any{"token": "wrong"})); got != codeInvalidRequest {
+		t.Fatalf("connect with a wrong token got code %d, want %d", got, codeInvalidRequest)
+	}
+	res := c.call(3, "connect", map[string]any{"token": "secret"})
+	r, _ := res["result"].(map[string]any)
+	if r["ok"] != true || r["protocolVersion"] != float64(ProtocolVersion) {
+		t.Fatalf("connect = %v, want ok and protocol version %d", res, ProtocolVersion)
+	}
+	if res["id"] != float64(3) {
+		t.Fatalf("connect answered id %v, want 3", res["id"])
+	}
+	res = c.call(4, "session.list", nil)
+	if res["error"] != nil {
+		t.Fatalf("session.list after connect = %v", res)
+	}
+}
+
+func TestUnknownMethodAndBadJSON(t *testing.T) {
+	c := dial(t, newTestServer(""))
+	if got := errorCode(c.call(1, "session.fleet.start", nil)); got != codeMethodNotFound {
+		t.Fatalf("unknown method got code %d, want %d", got, codeMethodNotFound)
+	}
+	c.write([]byte(`{"jsonrpc":"2.0","id":2,`))
+	if got := errorCode(c.read()); got != codeParse {
+		t.Fatalf("invalid JSON got code %d, want %d", got, codeParse)
+	}
+	// A response to nothing is dropped; the connection still serves.
+	c.write([]byte(`{"jsonrpc":"2.0","id":77,"result":{}}`))
+	if res := c.call(3, "ping", map[string]any{"message": "hi"}); res["error"] != nil || res["id"] != float64(3) {
+		t.Fatalf("ping after junk = %v", res)
+	}
+	if got := errorCode(c.call(4, "session.getMessages", map[string]any{"sessionId": "nope"})); got != codeInternal {
+		t.Fatalf("getMessages of an unknown session got code %d, want %d", got, codeInternal)
+	}
+}
+
+func TestBadFrameEndsOnlyItsConnection(t *testing.T) {
+	s := newTestServer("")
+	bad, good := dial(t, s), dial(t, s)
+	_ = bad.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := bad.nc.Write([]byte("Content-Length: 999999999999\r\n\r\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got := errorCode(bad.read()); got != codeParse {
+		t.Fatalf("bad frame got code %d, want %d", got, codeParse)
+	}
+	if res := good.call(1, "ping", nil); res["error"] != nil {
+		t.Fatalf("the other connection's ping = %v", res)
+	}
+}
+
+// A client that never reads its answers stalls only its own connection.
+func TestSlowReaderBlocksNoOther(t *testing.T) {
+	s := newTestServer("")
+	slow, fast := dial(t, s), dial(t, s)
+	go func() {
+		for i := range 5000 {
+			raw := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+			_ = slow.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := slow.nc.Write(appendFrame(nil, raw)); err != nil {
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		if res := fast.call(i, "ping", nil); res["error"] != nil {
+			t.Fatalf("ping %d = %v", i, res)
+		}
+	}
+}
