@@ -2,6 +2,7 @@ package pending
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -20,11 +21,42 @@ import (
 
 // slowStore is a store whose every write takes delay longer, as on a
 // remote database or a slow disk; reads are as fast as the store's. puts,
-// when set, hears of every request written, once it is on disk.
+// when set, hears of every new request, once it is on disk; resolved
+// counts the resolutions announced of each request, as written to the
+// workspace log.
 type slowStore struct {
 	store.Store
 	delay time.Duration
 	puts  chan store.Pending
+
+	mu       sync.Mutex
+	seen     map[string]bool
+	resolved map[string]int
+}
+
+// resolutions is how many resolutions of the request were announced.
+func (s *slowStore) resolutions(requestID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resolved[requestID]
+}
+
+func (s *slowStore) count(es []store.Event) {
+	for _, e := range es {
+		if e.Type != proto.EventPermissionResolved && e.Type != proto.EventToolResolved {
+			continue
+		}
+		var env struct {
+			Data struct {
+				RequestID string `json:"request_id"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(e.Envelope, &env) == nil {
+			s.mu.Lock()
+			s.resolved[env.Data.RequestID]++
+			s.mu.Unlock()
+		}
+	}
 }
 
 func (s *slowStore) wait() { time.Sleep(s.delay) }
@@ -32,10 +64,27 @@ func (s *slowStore) wait() { time.Sleep(s.delay) }
 func (s *slowStore) PutPending(ctx context.Context, p store.Pending) error {
 	s.wait()
 	err := s.Store.PutPending(ctx, p)
-	if err == nil && s.puts != nil && !p.Settled {
+	if err != nil || s.puts == nil {
+		return err
+	}
+	s.mu.Lock()
+	fresh := !s.seen[p.RequestID]
+	s.seen[p.RequestID] = true
+	s.mu.Unlock()
+	if fresh {
 		s.puts <- p
 	}
-	return err
+	return nil
+}
+
+func (s *slowStore) ResolvePending(ctx context.Context, wsID, id string, data json.RawMessage) (bool, error) {
+	s.wait()
+	return s.Store.ResolvePending(ctx, wsID, id, data)
+}
+
+func (s *slowStore) SettlePending(ctx context.Context, wsID, id string) error {
+	s.wait()
+	return s.Store.SettlePending(ctx, wsID, id)
 }
 
 func (s *slowStore) DeletePending(ctx context.Context, id string) error {
@@ -50,12 +99,20 @@ func (s *slowStore) ApproveForSession(ctx context.Context, sessionID, kind strin
 
 func (s *slowStore) AppendEvent(ctx context.Context, e store.Event) error {
 	s.wait()
-	return s.Store.AppendEvent(ctx, e)
+	err := s.Store.AppendEvent(ctx, e)
+	if err == nil {
+		s.count([]store.Event{e})
+	}
+	return err
 }
 
 func (s *slowStore) AppendEvents(ctx context.Context, es []store.Event) error {
 	s.wait()
-	return s.Store.AppendEvents(ctx, es)
+	err := s.Store.AppendEvents(ctx, es)
+	if err == nil {
+		s.count(es)
+	}
+	return err
 }
 
 func (s *slowStore) ReserveSeq(ctx context.Context, wsID string, upTo int64) error {
@@ -75,7 +132,7 @@ func openSlow(tb testing.TB, n int, delay time.Duration) ([]*workspace.Workspace
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "tandem.db"))
 	require.NoError(tb, err)
-	slow := &slowStore{Store: db, delay: delay}
+	slow := &slowStore{Store: db, delay: delay, seen: make(map[string]bool), resolved: make(map[string]int)}
 	h := hub.New(hub.Config{})
 	m := workspace.NewManager(workspace.Config{Store: slow, Hub: h, CreateGrace: time.Hour, DetachGrace: time.Hour})
 	tb.Cleanup(func() {
