@@ -88,7 +88,7 @@ type Broker struct {
 
 	// mu guards the maps below. It is never held across I/O.
 	mu      sync.Mutex
-	waiters map[string]chan Answer
+	waiters map[string]waiter
 	// approvals are the kinds each session approved, as far as this
 	// process knows (see ApprovedForSession).
 	approvals map[string]*approvals
@@ -111,7 +111,7 @@ func New(st store.Store, revive Reviver, log *slog.Logger) *Broker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{store: st, log: log, waiters: make(map[string]chan Answer), approvals: make(map[string]*approvals), revive: revive}
+	return &Broker{store: st, log: log, waiters: make(map[string]waiter), approvals: make(map[string]*approvals), revive: revive}
 }
 
 // Ref names the run and tool call a request is about.
@@ -228,7 +228,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 		r.rec = build(r.RequestID)
 		unlock := b.requests.Lock(r.RequestID)
 		// Waiting before the request exists: no answer can miss the run.
-		ch = b.wait(r.RequestID)
+		ch = b.wait(r)
 		// On disk before anyone hears of it.
 		if err := b.create(bg, r); err != nil {
 			b.unwait(r.RequestID)
@@ -252,7 +252,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 			b.settle(bg, r)
 			return r.rec.Answer, false
 		}
-		ch = b.wait(r.RequestID)
+		ch = b.wait(r)
 		if ref.Announce {
 			b.announce(bg, ws, r)
 		}
@@ -295,14 +295,35 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	return Answer{}, true
 }
 
-// wait registers the run parked on the request; the answer that wins
-// is sent on the channel.
-func (b *Broker) wait(requestID string) chan Answer {
-	ch := make(chan Answer, 1)
+// waiter is a run parked on a request.
+type waiter struct {
+	ch chan Answer
+	// r is the request as the run made or found it (open), so that an
+	// answer need not read it again; the store still decides whether the
+	// answer wins.
+	r row
+}
+
+// wait registers the run parked on r; the answer that wins is sent on the
+// channel. The caller holds r's request lock.
+func (b *Broker) wait(r *row) chan Answer {
+	w := waiter{ch: make(chan Answer, 1), r: *r}
 	b.mu.Lock()
-	b.waiters[requestID] = ch
+	b.waiters[r.RequestID] = w
 	b.mu.Unlock()
-	return ch
+	return w.ch
+}
+
+// parked returns the open request a run is parked on, nil when none is.
+// The caller holds the request's lock.
+func (b *Broker) parked(requestID string) *row {
+	b.mu.Lock()
+	w, ok := b.waiters[requestID]
+	b.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &w.r
 }
 
 // unwait forgets the run parked on the request.
@@ -370,13 +391,13 @@ func (b *Broker) resolve(ctx context.Context, ws *workspace.Workspace, r *row, a
 		b.log.Error("announce resolution", "request_id", r.RequestID, "err", err)
 	}
 	b.mu.Lock()
-	ch := b.waiters[r.RequestID]
+	w, ok := b.waiters[r.RequestID]
 	delete(b.waiters, r.RequestID)
 	b.mu.Unlock()
-	if ch == nil {
+	if !ok {
 		return true, false, nil
 	}
-	ch <- ans // buffered, and only the one winner sends
+	w.ch <- ans // buffered, and only the one winner sends
 	return true, true, nil
 }
 
@@ -389,7 +410,7 @@ func (b *Broker) answer(ctx context.Context, ws *workspace.Workspace, requestID,
 		return nil, err
 	}
 	unlock := b.requests.Lock(requestID)
-	r, err := b.claim(ctx, ws, requestID, kind)
+	r, err := b.claim(ctx, ws, b.parked(requestID), requestID, kind)
 	if err == nil && approve != nil {
 		err = approve(r)
 	}
@@ -540,14 +561,19 @@ func checkRequestID(requestID, kind string) error {
 	return nil
 }
 
-// claim finds an open request of the workspace that an answer may resolve.
-func (b *Broker) claim(ctx context.Context, ws *workspace.Workspace, requestID, kind string) (*row, error) {
-	r, err := b.get(ctx, requestID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound(requestID, kind)
-	}
-	if err != nil {
-		return nil, err
+// claim finds an open request of the workspace that an answer may
+// resolve: parked, when a run here waits on it, else as the store has it.
+func (b *Broker) claim(ctx context.Context, ws *workspace.Workspace, parked *row, requestID, kind string) (*row, error) {
+	r := parked
+	if r == nil {
+		var err error
+		r, err = b.get(ctx, requestID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, notFound(requestID, kind)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if r.WorkspaceID != ws.ID || r.Kind != kind {
 		return nil, notFound(requestID, kind)
