@@ -36,6 +36,7 @@ type raceWorld struct {
 func newRaceWorld(t *testing.T) *raceWorld {
 	wss, st := openSlow(t, 1, 0)
 	st.puts = make(chan store.Pending, 4)
+	st.resolved = make(map[string]int)
 	w := &raceWorld{ws: wss[0], st: st, revived: make(chan string, 64)}
 	w.b = New(st, func(_ *workspace.Workspace, _, runID string) { w.revived <- runID }, nil)
 	return w
