@@ -58,6 +58,22 @@ func (w *raceWorld) asked(t *testing.T) store.Pending {
 	}
 }
 
+// suspended makes a request for ref's run and suspends the run (its
+// workspace closing), and returns the request, left open.
+func (w *raceWorld) suspended(t *testing.T, ref Ref) store.Pending {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan bool, 1)
+	go func() {
+		_, suspended := w.b.AskPermission(ctx, ref, "bash", "run ls", nil)
+		done <- suspended
+	}()
+	p := w.asked(t)
+	cancel()
+	require.True(t, receive(t, done, "the run to suspend"))
+	return p
+}
+
 type outcome struct {
 	result string
 	err    error
@@ -247,22 +263,10 @@ func TestAnswersRaceSessionDelete(t *testing.T) {
 func TestAnswersRaceInterrupt(t *testing.T) {
 	w := newRaceWorld(t)
 	ref := w.ref()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan bool, 1)
-	go func() {
-		_, suspended := w.b.AskPermission(ctx, ref, "bash", "run ls", nil)
-		done <- suspended
-	}()
-	w.asked(t)
-	cancel()
-	require.True(t, receive(t, done, "the run to suspend"))
+	id := w.suspended(t, ref).RequestID
 	runs, err := w.b.UnfinishedRuns(context.Background(), w.ws.ID, ref.SessionID)
 	require.NoError(t, err)
 	require.Equal(t, []string{ref.RunID}, runs)
-	rows, err := w.st.RunPending(context.Background(), ref.RunID)
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
-	id := rows[0].RequestID
 
 	var interruptErr error
 	out, _ := w.answerAll(id, racers, func() { interruptErr = w.b.Interrupt(context.Background(), w.ws, ref.RunID) })
@@ -284,15 +288,7 @@ func TestAnswersRaceInterrupt(t *testing.T) {
 func TestConcurrentAnswersToSuspendedRun(t *testing.T) {
 	w := newRaceWorld(t)
 	ref := w.ref()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan bool, 1)
-	go func() {
-		_, suspended := w.b.AskPermission(ctx, ref, "bash", "run ls", nil)
-		done <- suspended
-	}()
-	p := w.asked(t)
-	cancel()
-	require.True(t, receive(t, done, "the run to suspend"))
+	p := w.suspended(t, ref)
 
 	out, clients := w.answerAll(p.RequestID, racers)
 	won := winner(t, out, proto.CodeAlreadyResolved)
