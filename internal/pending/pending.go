@@ -685,6 +685,9 @@ func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, ses
 // settle records that r's answer reached its run (or that the run gave it
 // up): it is no longer pending work.
 func (b *Broker) settle(ctx context.Context, r *row) {
+	if r.rec.Applied {
+		return // a revived run finding its settled request again
+	}
 	if err := b.store.SettlePending(ctx, r.WorkspaceID, r.RequestID); err != nil {
 		b.log.Error("settle pending request", "request_id", r.RequestID, "err", err)
 		return
