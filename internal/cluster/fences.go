@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -129,6 +130,21 @@ func (f *Fences) AppendEvents(ctx context.Context, es []store.Event) error {
 // PutPending implements store.Store, fenced.
 func (f *Fences) PutPending(ctx context.Context, p store.Pending) error {
 	return f.fenced1(p.WorkspaceID, func(s postgres.FencedStore) error { return s.PutPending(ctx, p) })
+}
+
+// ResolvePending implements store.Store, fenced: of answers racing on
+// several nodes, only the owner's can win.
+func (f *Fences) ResolvePending(ctx context.Context, workspaceID, requestID string, data json.RawMessage) (won bool, err error) {
+	err = f.fenced1(workspaceID, func(s postgres.FencedStore) error {
+		won, err = s.ResolvePending(ctx, workspaceID, requestID, data)
+		return err
+	})
+	return won, err
+}
+
+// SettlePending implements store.Store, fenced.
+func (f *Fences) SettlePending(ctx context.Context, workspaceID, requestID string) error {
+	return f.fenced1(workspaceID, func(s postgres.FencedStore) error { return s.SettlePending(ctx, workspaceID, requestID) })
 }
 
 // DeletePending implements store.Store, fenced on the request's workspace.

@@ -44,6 +44,8 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 	require.NoError(t, err)
 	f.hold(old)
 	require.NoError(t, f.AppendEvent(ctx, event(w.ID, 2)))
+	asked := store.Pending{RequestID: uuid.NewString(), WorkspaceID: w.ID, Kind: "permission", Data: []byte(`{}`), CreatedAt: time.Now().UTC()}
+	require.NoError(t, f.PutPending(ctx, asked))
 
 	// Another node takes over once the lease ran out; node-a still
 	// believes it owns the workspace.
@@ -59,6 +61,11 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 		func() error {
 			return f.PutPending(ctx, store.Pending{RequestID: uuid.NewString(), WorkspaceID: w.ID, Kind: "permission", Data: []byte(`{}`), CreatedAt: time.Now().UTC()})
 		},
+		func() error {
+			_, err := f.ResolvePending(ctx, w.ID, asked.RequestID, []byte(`{"answer":{}}`))
+			return err
+		},
+		func() error { return f.SettlePending(ctx, w.ID, asked.RequestID) },
 	} {
 		err := write()
 		require.ErrorIs(t, err, postgres.ErrLeaseLost)
@@ -71,4 +78,8 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 	got, err := db.GetWorkspace(ctx, w.ID)
 	require.NoError(t, err)
 	assert.Less(t, got.SeqReserved, int64(5000))
+	p, err := db.GetPending(ctx, asked.RequestID)
+	require.NoError(t, err)
+	assert.False(t, p.Resolved, "an old owner's answer must not win")
+	assert.False(t, p.Settled)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/keylock"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/sweep"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -51,11 +52,13 @@ type Answer struct {
 type record struct {
 	Permission *proto.PermissionRequest `json:"permission,omitempty"`
 	ToolCall   *proto.ToolCallRequest   `json:"tool_call,omitempty"`
-	Resolved   bool                     `json:"resolved,omitempty"`
-	// Applied is set once the answer reached the run; a run with unapplied
-	// rows is parked or suspended.
-	Applied bool   `json:"applied,omitempty"`
-	Answer  Answer `json:"answer"`
+	// Resolved and Applied are the row's columns (store.Pending.Resolved
+	// and Settled), where the store decides them: an answer is recorded
+	// once, by a conditional update, and applied once it reached the run.
+	// A run with unapplied rows is parked or suspended.
+	Resolved bool   `json:"-"`
+	Applied  bool   `json:"-"`
+	Answer   Answer `json:"answer"`
 }
 
 type row struct {
@@ -67,18 +70,39 @@ type row struct {
 type Reviver func(ws *workspace.Workspace, sessionID, runID string)
 
 // Broker holds pending requests.
+//
+// Which answer of a request wins is decided by the store (a conditional
+// update, the same on every node), not by a lock. What must still happen
+// in one piece is kept per request: its creation with its announcement,
+// and an answer's record with its announcement and its hand-over to the
+// parked run, so that clients hear of a request before its resolution and
+// the run goes on only once its resolution is announced. Requests never
+// wait for each other.
 type Broker struct {
-	store store.Store
-	log   *slog.Logger
-
-	// mu serializes every find-register-resolve sequence, so an answer and a
-	// waiter can never miss each other.
-	mu        sync.Mutex
-	waiters   map[string]chan Answer
-	approvals map[string]map[string]bool // session -> kinds it approved, as read from the store (see approvalsLocked)
-	// used are the sessions of approvals asked about since the last sweep.
-	used   sweep.Marks[string]
+	store  store.Store
+	log    *slog.Logger
 	revive Reviver
+
+	// requests is the lock of each request (see Broker).
+	requests keylock.Map[string]
+
+	// mu guards the maps below. It is never held across I/O.
+	mu      sync.Mutex
+	waiters map[string]waiter
+	// approvals are the kinds each session approved, as far as this
+	// process knows (see ApprovedForSession).
+	approvals map[string]*approvals
+	// used are the sessions of approvals asked about since the last sweep.
+	used sweep.Marks[string]
+}
+
+// approvals are the kinds a session approved. Approvals only ever grow
+// (until the session goes), so what a read of the store finds is merged
+// into what an answer added meanwhile, never put in its place.
+type approvals struct {
+	kinds map[string]bool
+	// loaded is set once kinds holds everything the store had.
+	loaded bool
 }
 
 // New returns a Broker over st; revive brings back the runs it suspended
@@ -87,7 +111,7 @@ func New(st store.Store, revive Reviver, log *slog.Logger) *Broker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{store: st, log: log, waiters: make(map[string]chan Answer), approvals: make(map[string]map[string]bool), revive: revive}
+	return &Broker{store: st, log: log, waiters: make(map[string]waiter), approvals: make(map[string]*approvals), revive: revive}
 }
 
 // Ref names the run and tool call a request is about.
@@ -113,33 +137,38 @@ type Ref struct {
 // When they cannot be read the answer is no: the clients are asked.
 func (b *Broker) ApprovedForSession(ctx context.Context, sessionID, kind string) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	kinds, err := b.approvalsLocked(ctx, sessionID)
+	if a := b.approvals[sessionID]; a != nil && a.loaded {
+		b.used.Use(sessionID)
+		ok := a.kinds[kind]
+		b.mu.Unlock()
+		return ok
+	}
+	b.mu.Unlock()
+	list, err := b.store.SessionApprovals(ctx, sessionID)
 	if err != nil {
 		b.log.Error("read session approvals", "session_id", sessionID, "err", err)
 		return false
 	}
-	return kinds[kind]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := b.approvalsLocked(sessionID)
+	for _, k := range list {
+		a.kinds[k] = true
+	}
+	a.loaded = true
+	b.used.Use(sessionID)
+	return a.kinds[kind]
 }
 
-// approvalsLocked returns the session's approved kinds, reading them from
-// the store the first time.
-func (b *Broker) approvalsLocked(ctx context.Context, sessionID string) (map[string]bool, error) {
-	if kinds, ok := b.approvals[sessionID]; ok {
-		b.used.Use(sessionID)
-		return kinds, nil
+// approvalsLocked returns the session's entry, made empty (not loaded)
+// when there is none.
+func (b *Broker) approvalsLocked(sessionID string) *approvals {
+	a := b.approvals[sessionID]
+	if a == nil {
+		a = &approvals{kinds: make(map[string]bool)}
+		b.approvals[sessionID] = a
 	}
-	list, err := b.store.SessionApprovals(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	kinds := make(map[string]bool, len(list))
-	for _, k := range list {
-		kinds[k] = true
-	}
-	b.approvals[sessionID] = kinds
-	b.used.Use(sessionID)
-	return kinds, nil
+	return a
 }
 
 // SweepIdle forgets the approvals of the sessions no permission request
@@ -185,66 +214,123 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	// The request must outlive the run's context: it is what a suspended run
 	// comes back to.
 	bg := context.WithoutCancel(ctx)
-	b.mu.Lock()
 	r, err := b.find(bg, ws.ID, ref.RunID, ref.ToolCallID, kind)
-	switch {
-	case err != nil:
-		b.mu.Unlock()
+	if err != nil {
 		b.log.Error("find pending request", "run_id", ref.RunID, "err", err)
 		return failed(kind, err), false
-	case r != nil && r.rec.Resolved:
-		// Answered while the run was suspended: use the recorded answer.
-		r.rec.Applied = true
-		b.saveLocked(bg, r)
-		b.mu.Unlock()
-		return r.rec.Answer, false
-	case r != nil:
-		if ref.Announce {
-			b.announce(bg, ws, r)
-		}
-	default:
+	}
+	var ch chan Answer
+	if r == nil {
 		r = &row{Pending: store.Pending{
 			RequestID: uuid.NewString(), WorkspaceID: ws.ID, SessionID: ref.SessionID, RunID: ref.RunID,
 			Kind: kind, CreatedAt: time.Now().UTC(),
 		}}
 		r.rec = build(r.RequestID)
+		unlock := b.requests.Lock(r.RequestID)
+		// Waiting before the request exists: no answer can miss the run.
+		ch = b.wait(r)
 		// On disk before anyone hears of it.
-		if err := b.saveLocked(bg, r); err != nil {
-			b.mu.Unlock()
+		if err := b.create(bg, r); err != nil {
+			b.unwait(r.RequestID)
+			unlock()
 			return failed(kind, err), false
 		}
 		b.announce(bg, ws, r)
+		unlock()
+	} else {
+		unlock := b.requests.Lock(r.RequestID)
+		// Read again under the request's lock: an answer recorded since
+		// find is now announced too, and a later one finds the waiter.
+		if r, err = b.get(bg, r.RequestID); err != nil {
+			unlock()
+			b.log.Error("read pending request", "run_id", ref.RunID, "err", err)
+			return failed(kind, err), false
+		}
+		if r.rec.Resolved {
+			unlock()
+			// Answered while the run was suspended: use the recorded answer.
+			b.settle(bg, r)
+			return r.rec.Answer, false
+		}
+		ch = b.wait(r)
+		if ref.Announce {
+			b.announce(bg, ws, r)
+		}
+		unlock()
 	}
-	ch := make(chan Answer, 1)
-	b.waiters[r.RequestID] = ch
-	b.mu.Unlock()
 
 	select {
 	case ans := <-ch:
-		b.markApplied(bg, r.RequestID)
+		b.settle(bg, r)
 		return ans, false
 	case <-ctx.Done():
 	}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.waiters, r.RequestID)
+	unlock := b.requests.Lock(r.RequestID)
+	defer unlock()
+	b.unwait(r.RequestID)
 	select {
 	case ans := <-ch:
 		// Answered in the same instant: keep the answer, it is recorded.
+		b.settle(bg, r)
 		return ans, false
 	default:
 	}
 	if ref.Suspend != nil && !ref.Suspend() {
 		ans := canceledAnswer(kind)
-		if _, err := b.resolveLocked(bg, ws, r, ans); err != nil {
+		won, _, err := b.resolve(bg, ws, r, ans)
+		switch {
+		case err != nil:
 			b.log.Error("resolve canceled request", "request_id", r.RequestID, "err", err)
+		case !won:
+			// Answered elsewhere (another node) just before: that answer
+			// is the one recorded, so it is the one the run uses.
+			if got, err := b.get(bg, r.RequestID); err == nil && got.rec.Resolved {
+				ans = got.rec.Answer
+			}
 		}
-		r.rec.Applied = true
-		b.saveLocked(bg, r)
+		b.settle(bg, r)
 		return ans, false
 	}
 	return Answer{}, true
+}
+
+// waiter is a run parked on a request.
+type waiter struct {
+	ch chan Answer
+	// r is the request as the run made or found it (open), so that an
+	// answer need not read it again; the store still decides whether the
+	// answer wins.
+	r row
+}
+
+// wait registers the run parked on r; the answer that wins is sent on the
+// channel. The caller holds r's request lock.
+func (b *Broker) wait(r *row) chan Answer {
+	w := waiter{ch: make(chan Answer, 1), r: *r}
+	b.mu.Lock()
+	b.waiters[r.RequestID] = w
+	b.mu.Unlock()
+	return w.ch
+}
+
+// parked returns the open request a run is parked on, nil when none is.
+// The caller holds the request's lock.
+func (b *Broker) parked(requestID string) *row {
+	b.mu.Lock()
+	w, ok := b.waiters[requestID]
+	b.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &w.r
+}
+
+// unwait forgets the run parked on the request.
+func (b *Broker) unwait(requestID string) {
+	b.mu.Lock()
+	delete(b.waiters, requestID)
+	b.mu.Unlock()
 }
 
 func failed(kind string, err error) Answer {
@@ -272,32 +358,79 @@ func (b *Broker) announce(ctx context.Context, ws *workspace.Workspace, r *row) 
 	}
 }
 
-// resolveLocked records ans on r, announces the resolution and hands the
-// answer to the parked run, or returns false when no run waits for it.
-// An answer the store does not take is neither announced nor handed on:
-// the request stays open, and answering it again may work later.
-func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) (delivered bool, err error) {
-	r.rec.Resolved = true
-	r.rec.Answer = ans
-	if err := b.saveLocked(ctx, r); err != nil {
-		r.rec.Resolved, r.rec.Answer = false, Answer{}
-		return false, fmt.Errorf("resolve %s: %w", r.RequestID, err)
+// resolve records ans as r's answer unless another answer was recorded
+// first (won false: nothing changed), then announces the resolution and
+// hands the answer to the run parked on r; delivered is false when no run
+// waits for it. The caller holds r's request lock (see Broker), so the run
+// goes on only once the resolution is announced. An answer the store does
+// not take is neither announced nor handed on: the request stays open, and
+// answering it again may work later.
+func (b *Broker) resolve(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) (won, delivered bool, err error) {
+	rec := r.rec
+	rec.Answer = ans
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return false, false, fmt.Errorf("encode pending %s: %w", r.RequestID, err)
 	}
-	typ, data := proto.EventPermissionResolved, any(proto.PermissionResolved{
+	won, err = b.store.ResolvePending(ctx, r.WorkspaceID, r.RequestID, data)
+	if err != nil {
+		b.log.Error("resolve pending request", "request_id", r.RequestID, "err", err)
+		return false, false, fmt.Errorf("resolve %s: %w", r.RequestID, err)
+	}
+	if !won {
+		return false, false, nil
+	}
+	r.rec.Resolved, r.rec.Answer, r.Resolved, r.Data = true, ans, true, data
+	typ, payload := proto.EventPermissionResolved, any(proto.PermissionResolved{
 		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy,
 	})
 	if r.Kind == KindToolCall {
-		typ, data = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy}
+		typ, payload = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy}
 	}
-	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: data}); err != nil {
+	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: payload}); err != nil {
 		b.log.Error("announce resolution", "request_id", r.RequestID, "err", err)
 	}
-	if ch := b.waiters[r.RequestID]; ch != nil {
-		delete(b.waiters, r.RequestID)
-		ch <- ans
-		return true, nil
+	b.mu.Lock()
+	w, ok := b.waiters[r.RequestID]
+	delete(b.waiters, r.RequestID)
+	b.mu.Unlock()
+	if !ok {
+		return true, false, nil
 	}
-	return false, nil
+	w.ch <- ans // buffered, and only the one winner sends
+	return true, true, nil
+}
+
+// answer resolves the workspace's open request with ans, the first answer
+// winning, and returns the request; approve, when set, is recorded first
+// (an answer is on disk, whatever it implies, before anyone hears of it).
+// A run no longer in memory is revived to use the answer.
+func (b *Broker) answer(ctx context.Context, ws *workspace.Workspace, requestID, kind string, ans Answer, approve func(*row) error) (*row, error) {
+	if err := checkRequestID(requestID, kind); err != nil {
+		return nil, err
+	}
+	unlock := b.requests.Lock(requestID)
+	r, err := b.claim(ctx, ws, b.parked(requestID), requestID, kind)
+	if err == nil && approve != nil {
+		err = approve(r)
+	}
+	var won, delivered bool
+	if err == nil {
+		won, delivered, err = b.resolve(ctx, ws, r, ans)
+	}
+	unlock()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound(requestID, kind) // deleted with its session meanwhile
+	case err != nil:
+		return nil, err
+	case !won:
+		return nil, alreadyResolved(requestID, kind)
+	}
+	if !delivered {
+		b.reviveAll(ws, [][2]string{{r.SessionID, r.RunID}})
+	}
+	return r, nil
 }
 
 // AnswerPermission resolves a permission request with a client's decision.
@@ -324,66 +457,55 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 	}
 	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
 
-	b.mu.Lock()
-	r, err := b.claimLocked(ctx, ws, requestID, KindPermission)
+	var approve func(*row) error
+	if ans.Result == proto.ResultApprovedForSession {
+		approve = func(r *row) error { return b.approve(ctx, r.SessionID, r.rec.Permission.Kind) }
+	}
+	r, err := b.answer(ctx, ws, requestID, KindPermission, ans, approve)
 	if err != nil {
-		b.mu.Unlock()
 		return "", err
 	}
-	if ans.Result == proto.ResultApprovedForSession {
-		// On disk before anyone hears of the answer, like the answer itself.
-		if err := b.approveLocked(ctx, r.SessionID, r.rec.Permission.Kind); err != nil {
-			b.mu.Unlock()
-			return "", err
-		}
+	if approve != nil {
+		b.answerSiblings(ctx, ws, r, ans)
 	}
-	revive := [][2]string{}
-	delivered, err := b.resolveLocked(ctx, ws, r, ans)
-	if err != nil {
-		b.mu.Unlock()
-		return "", err
-	}
-	if !delivered {
-		revive = append(revive, [2]string{r.SessionID, r.RunID})
-	}
-	if ans.Result == proto.ResultApprovedForSession {
-		kind := r.rec.Permission.Kind
-		// Requests of that kind already waiting in the session are answered too.
-		others, err := b.rowsLocked(ctx, ws.ID, func(o *row) bool {
-			return o.SessionID == r.SessionID && o.Kind == KindPermission && !o.rec.Resolved && o.rec.Permission.Kind == kind
-		})
-		if err != nil {
-			b.log.Error("list pending requests", "err", err)
-		}
-		for _, o := range others {
-			delivered, err := b.resolveLocked(ctx, ws, o, ans)
-			if err != nil {
-				// Asked again later; the kind is approved for the session.
-				b.log.Error("resolve request approved for the session", "request_id", o.RequestID, "err", err)
-				continue
-			}
-			if !delivered {
-				revive = append(revive, [2]string{o.SessionID, o.RunID})
-			}
-		}
-	}
-	reviver := b.revive
-	b.mu.Unlock()
-	b.reviveAll(ws, reviver, revive)
 	return ans.Result, nil
 }
 
-// approveLocked records the kind as approved for the session, on disk
-// first.
-func (b *Broker) approveLocked(ctx context.Context, sessionID, kind string) error {
-	kinds, err := b.approvalsLocked(ctx, sessionID)
+// answerSiblings answers with ans, approved for the session, the requests
+// of r's kind already waiting in r's session.
+func (b *Broker) answerSiblings(ctx context.Context, ws *workspace.Workspace, r *row, ans Answer) {
+	kind := r.rec.Permission.Kind
+	others, err := b.rows(ctx, ws.ID, func(o *row) bool {
+		return o.SessionID == r.SessionID && o.Kind == KindPermission && !o.rec.Resolved && o.rec.Permission.Kind == kind
+	})
 	if err != nil {
+		b.log.Error("list pending requests", "err", err)
+	}
+	var revive [][2]string
+	for _, o := range others {
+		unlock := b.requests.Lock(o.RequestID)
+		won, delivered, err := b.resolve(ctx, ws, o, ans)
+		unlock()
+		if err != nil {
+			// Asked again later; the kind is approved for the session.
+			b.log.Error("resolve request approved for the session", "request_id", o.RequestID, "err", err)
+			continue
+		}
+		if won && !delivered {
+			revive = append(revive, [2]string{o.SessionID, o.RunID})
+		}
+	}
+	b.reviveAll(ws, revive)
+}
+
+// approve records the kind as approved for the session, on disk first.
+func (b *Broker) approve(ctx context.Context, sessionID, kind string) error {
+	if err := b.store.ApproveForSession(ctx, sessionID, kind); err != nil {
 		return fmt.Errorf("approve %s for session %s: %w", kind, sessionID, err)
 	}
-	if err := b.store.ApproveForSession(ctx, sessionID, kind); err != nil {
-		return err
-	}
-	kinds[kind] = true
+	b.mu.Lock()
+	b.approvalsLocked(sessionID).kinds[kind] = true
+	b.mu.Unlock()
 	return nil
 }
 
@@ -401,33 +523,16 @@ func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, re
 	} else {
 		ans.Content = *a.Result
 	}
-	b.mu.Lock()
-	r, err := b.claimLocked(ctx, ws, requestID, KindToolCall)
-	if err != nil {
-		b.mu.Unlock()
-		return err
-	}
-	var revive [][2]string
-	delivered, err := b.resolveLocked(ctx, ws, r, ans)
-	if err != nil {
-		b.mu.Unlock()
-		return err
-	}
-	if !delivered {
-		revive = append(revive, [2]string{r.SessionID, r.RunID})
-	}
-	reviver := b.revive
-	b.mu.Unlock()
-	b.reviveAll(ws, reviver, revive)
-	return nil
+	_, err := b.answer(ctx, ws, requestID, KindToolCall, ans, nil)
+	return err
 }
 
-func (b *Broker) reviveAll(ws *workspace.Workspace, reviver Reviver, runs [][2]string) {
-	if reviver == nil {
+func (b *Broker) reviveAll(ws *workspace.Workspace, runs [][2]string) {
+	if b.revive == nil {
 		return
 	}
 	for _, r := range runs {
-		reviver(ws, r[0], r[1])
+		b.revive(ws, r[0], r[1])
 	}
 }
 
@@ -441,28 +546,40 @@ func checkClient(id string) error {
 	return nil
 }
 
-// claimLocked finds an open request of the workspace that an answer may resolve.
-func (b *Broker) claimLocked(ctx context.Context, ws *workspace.Workspace, requestID, kind string) (*row, error) {
-	notFound := tandem.Errorf(proto.CodeRequestNotFound, "no pending %s %s", kindName(kind), requestID)
+func notFound(requestID, kind string) error {
+	return tandem.Errorf(proto.CodeRequestNotFound, "no pending %s %s", kindName(kind), requestID)
+}
+
+func alreadyResolved(requestID, kind string) error {
+	return tandem.Errorf(proto.CodeAlreadyResolved, "%s %s was already resolved", kindName(kind), requestID)
+}
+
+func checkRequestID(requestID, kind string) error {
 	if _, err := uuid.Parse(requestID); err != nil {
-		return nil, notFound
+		return notFound(requestID, kind)
 	}
-	p, err := b.store.GetPending(ctx, requestID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get pending %s: %w", requestID, err)
-	}
-	r, err := decode(p)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// claim finds an open request of the workspace that an answer may
+// resolve: parked, when a run here waits on it, else as the store has it.
+func (b *Broker) claim(ctx context.Context, ws *workspace.Workspace, parked *row, requestID, kind string) (*row, error) {
+	r := parked
+	if r == nil {
+		var err error
+		r, err = b.get(ctx, requestID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, notFound(requestID, kind)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if r.WorkspaceID != ws.ID || r.Kind != kind {
-		return nil, notFound
+		return nil, notFound(requestID, kind)
 	}
 	if r.rec.Resolved {
-		return nil, tandem.Errorf(proto.CodeAlreadyResolved, "%s %s was already resolved", kindName(kind), requestID)
+		return nil, alreadyResolved(requestID, kind)
 	}
 	if err := ws.CheckOpen(); err != nil {
 		return nil, err
@@ -481,11 +598,9 @@ func kindName(kind string) string {
 // sessionID is set, oldest first.
 func (b *Broker) Pending(ctx context.Context, wsID, sessionID string) (proto.PendingWork, error) {
 	out := proto.PendingWork{Permissions: []proto.PermissionRequest{}, ToolCalls: []proto.ToolCallRequest{}}
-	b.mu.Lock()
-	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool {
+	rows, err := b.rows(ctx, wsID, func(r *row) bool {
 		return !r.rec.Resolved && (sessionID == "" || r.SessionID == sessionID)
 	})
-	b.mu.Unlock()
 	if err != nil {
 		return out, err
 	}
@@ -503,9 +618,7 @@ func (b *Broker) Pending(ctx context.Context, wsID, sessionID string) (proto.Pen
 // UnfinishedRuns returns the runs of the session that wait on requests whose
 // answers have not reached them: parked or suspended runs.
 func (b *Broker) UnfinishedRuns(ctx context.Context, wsID, sessionID string) ([]string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rows, err := b.rowsLocked(ctx, wsID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Applied })
+	rows, err := b.rows(ctx, wsID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Applied })
 	if err != nil {
 		return nil, err
 	}
@@ -521,9 +634,7 @@ func (b *Broker) UnfinishedRuns(ctx context.Context, wsID, sessionID string) ([]
 // Interrupt resolves every open request of a suspended run as interrupted
 // (permissions canceled, tool calls failed), so later answers get 409.
 func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.RunID == runID && !r.rec.Applied })
+	rows, err := b.rows(ctx, ws.ID, func(r *row) bool { return r.RunID == runID && !r.rec.Applied })
 	if err != nil {
 		return err
 	}
@@ -533,13 +644,17 @@ func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID s
 			if r.Kind == KindToolCall {
 				ans = Answer{Content: "interrupted", IsError: true}
 			}
-			if _, err := b.resolveLocked(ctx, ws, r, ans); err != nil {
+			unlock := b.requests.Lock(r.RequestID)
+			// Lost to an answer just recorded: the run is done with it all
+			// the same.
+			_, _, err := b.resolve(ctx, ws, r, ans)
+			unlock()
+			if err != nil {
 				return err
 			}
 		}
-		r.rec.Applied = true
-		if err := b.saveLocked(ctx, r); err != nil {
-			return err
+		if err := b.store.SettlePending(ctx, r.WorkspaceID, r.RequestID); err != nil {
+			return fmt.Errorf("settle pending %s: %w", r.RequestID, err)
 		}
 	}
 	return nil
@@ -549,36 +664,35 @@ func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID s
 // session is going away.
 func (b *Broker) CancelSession(ctx context.Context, ws *workspace.Workspace, sessionID string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	delete(b.approvals, sessionID)
 	b.used.Forget(sessionID)
-	rows, err := b.rowsLocked(ctx, ws.ID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Resolved })
+	b.mu.Unlock()
+	rows, err := b.rows(ctx, ws.ID, func(r *row) bool { return r.SessionID == sessionID && !r.rec.Resolved })
 	if err != nil {
 		b.log.Error("list pending requests", "session_id", sessionID, "err", err)
 		return
 	}
 	for _, r := range rows {
-		if _, err := b.resolveLocked(ctx, ws, r, canceledAnswer(r.Kind)); err != nil {
+		unlock := b.requests.Lock(r.RequestID)
+		_, _, err := b.resolve(ctx, ws, r, canceledAnswer(r.Kind))
+		unlock()
+		if err != nil {
 			b.log.Error("cancel request of a deleted session", "request_id", r.RequestID, "err", err)
 		}
 	}
 }
 
-func (b *Broker) markApplied(ctx context.Context, requestID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, err := b.store.GetPending(ctx, requestID)
-	if err != nil {
-		b.log.Error("get pending request", "request_id", requestID, "err", err)
+// settle records that r's answer reached its run (or that the run gave it
+// up): it is no longer pending work.
+func (b *Broker) settle(ctx context.Context, r *row) {
+	if r.rec.Applied {
+		return // a revived run finding its settled request again
+	}
+	if err := b.store.SettlePending(ctx, r.WorkspaceID, r.RequestID); err != nil {
+		b.log.Error("settle pending request", "request_id", r.RequestID, "err", err)
 		return
 	}
-	r, err := decode(p)
-	if err != nil {
-		b.log.Error("decode pending request", "request_id", requestID, "err", err)
-		return
-	}
-	r.rec.Applied = true
-	b.saveLocked(ctx, r)
+	r.rec.Applied, r.Settled = true, true
 }
 
 // AskedToolCall reports whether the run already made a client tool call
@@ -586,8 +700,6 @@ func (b *Broker) markApplied(ctx context.Context, requestID string) {
 // got past its permission step, whatever the tool's spec (which left with
 // its client) said.
 func (b *Broker) AskedToolCall(ctx context.Context, wsID, runID, toolCallID string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	r, err := b.find(ctx, wsID, runID, toolCallID, KindToolCall)
 	return r != nil, err
 }
@@ -596,8 +708,6 @@ func (b *Broker) AskedToolCall(ctx context.Context, wsID, runID, toolCallID stri
 // the tool call. A revived run that finds one goes on with that request
 // (and its answer), whatever permission rules say now.
 func (b *Broker) AskedPermission(ctx context.Context, wsID, runID, toolCallID string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	r, err := b.find(ctx, wsID, runID, toolCallID, KindPermission)
 	return r != nil, err
 }
@@ -625,9 +735,18 @@ func (b *Broker) find(ctx context.Context, wsID, runID, toolCallID, kind string)
 	return rows[len(rows)-1], nil
 }
 
-// rowsLocked returns the workspace's unsettled requests that keep accepts;
+// get reads one request.
+func (b *Broker) get(ctx context.Context, requestID string) (*row, error) {
+	p, err := b.store.GetPending(ctx, requestID)
+	if err != nil {
+		return nil, fmt.Errorf("get pending %s: %w", requestID, err)
+	}
+	return decode(p)
+}
+
+// rows returns the workspace's unsettled requests that keep accepts;
 // settled ones are never work again.
-func (b *Broker) rowsLocked(ctx context.Context, wsID string, keep func(*row) bool) ([]*row, error) {
+func (b *Broker) rows(ctx context.Context, wsID string, keep func(*row) bool) ([]*row, error) {
 	ps, err := b.store.ListPending(ctx, wsID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending of %s: %w", wsID, err)
@@ -650,15 +769,13 @@ func (b *Broker) decodeAll(ps []store.Pending, keep func(*row) bool) []*row {
 	return out
 }
 
-func (b *Broker) saveLocked(ctx context.Context, r *row) error {
+// create writes a new request, open.
+func (b *Broker) create(ctx context.Context, r *row) error {
 	data, err := json.Marshal(r.rec)
 	if err != nil {
 		return fmt.Errorf("encode pending %s: %w", r.RequestID, err)
 	}
 	r.Data = data
-	// Applied is the last state a request reaches: its answer is in the
-	// run, or the run is over.
-	r.Settled = r.rec.Applied
 	if err := b.store.PutPending(ctx, r.Pending); err != nil {
 		b.log.Error("persist pending request", "request_id", r.RequestID, "err", err)
 		return fmt.Errorf("persist pending %s: %w", r.RequestID, err)
@@ -671,5 +788,6 @@ func decode(p store.Pending) (*row, error) {
 	if err := json.Unmarshal(p.Data, &r.rec); err != nil {
 		return nil, fmt.Errorf("decode pending %s: %w", p.RequestID, err)
 	}
+	r.rec.Resolved, r.rec.Applied = p.Resolved, p.Settled
 	return r, nil
 }

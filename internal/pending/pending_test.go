@@ -91,7 +91,7 @@ func BenchmarkAskWithHistory(b *testing.B) {
 				require.NoError(b, err)
 				require.NoError(b, st.PutPending(ctx, store.Pending{
 					RequestID: rec.Permission.RequestID, WorkspaceID: ws.ID, SessionID: "old", RunID: uuid.NewString(),
-					Kind: KindPermission, Data: data, CreatedAt: time.Now(), Settled: true,
+					Kind: KindPermission, Data: data, CreatedAt: time.Now(), Settled: true, Resolved: true,
 				}))
 			}
 			sid := uuid.NewString()

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/config"
+	"github.com/tandem-dev/tandem/internal/keylock"
 	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
@@ -112,8 +113,9 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	// writeMu serializes read-modify-write updates of stored sessions.
-	writeMu sync.Mutex
+	// writes serializes the read-modify-write updates of each stored
+	// session (see update); sessions never wait for each other.
+	writes keylock.Map[string]
 	// changes counts the updates of sessions' settings (see Changes).
 	changes atomic.Uint64
 	// cached serves LookupSettings.

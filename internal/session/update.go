@@ -98,15 +98,16 @@ func titleFrom(prompt string) string {
 	return strings.TrimSpace(cut) + "…"
 }
 
-// update applies change to the stored session under the service's write
-// lock, so concurrent updates (a model switch, a title) never undo each other.
+// update applies change to the stored session under the session's write
+// lock, so concurrent updates of it (a model switch, a title) never undo
+// each other. The lock is the session's own: updates of other sessions,
+// and the writes and emits they wait on, never hold this one up.
 // change reports whether it changed anything; when it did not, nothing is
 // written. announce, when not nil, makes the event that announces the
 // change, which is written with it in one transaction: a crash can lose
 // neither without the other.
 func (s *Service) update(ctx context.Context, wsID, sessionID string, change func(*store.Session) bool, announce func(*workspace.Workspace, store.Session) workspace.Draft) (*workspace.Workspace, store.Session, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	defer s.writes.Lock(sessionID)()
 	ws, rec, err := s.Lookup(ctx, wsID, sessionID)
 	if err != nil {
 		return nil, store.Session{}, err

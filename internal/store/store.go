@@ -134,6 +134,9 @@ type Pending struct {
 	// it up. It is kept (a late answer is told it was resolved) but is no
 	// longer listed as the workspace's pending work.
 	Settled bool
+	// Resolved marks a request that has its answer (see
+	// PendingWork.ResolvePending); it is set once and never cleared.
+	Resolved bool
 }
 
 // Store is everything Tandem keeps on disk, by role (Workspaces, Sessions,
@@ -215,6 +218,15 @@ type PendingWork interface {
 	ListPending(ctx context.Context, workspaceID string) ([]Pending, error)
 	// RunPending returns every request of the run, settled or not, oldest first.
 	RunPending(ctx context.Context, runID string) ([]Pending, error)
+	// ResolvePending records the answer of the workspace's request: it
+	// replaces the row's Data with data and sets Resolved, only if the row
+	// was not resolved yet. Of callers racing to resolve one request, on
+	// one node or on many, exactly one gets true; the others get false and
+	// change nothing. ErrNotFound when the workspace has no such request.
+	ResolvePending(ctx context.Context, workspaceID, requestID string, data json.RawMessage) (resolved bool, err error)
+	// SettlePending sets the request's Settled; settling it again does
+	// nothing. ErrNotFound when the workspace has no such request.
+	SettlePending(ctx context.Context, workspaceID, requestID string) error
 
 	// ApproveForSession records that the session approved the kind of
 	// permission for the rest of its life; recording it again does nothing.

@@ -249,3 +249,42 @@ func TestWriteTimeout(t *testing.T) {
 	require.Len(t, es, 1)
 	require.EqualValues(t, 2, es[0].Seq, "the timed-out write was rolled back")
 }
+
+// Migration 0008 marks resolved the requests whose answer the broker had
+// recorded in their data, and only those; data that is no JSON does not
+// stop it.
+func TestPendingResolvedBackfilled(t *testing.T) {
+	db, u := openTest(t)
+	put := func(id, data string) {
+		p := store.Pending{RequestID: id, WorkspaceID: "w", RunID: "r", Kind: "permission", CreatedAt: t0}
+		if data != "" {
+			p.Data = []byte(data)
+		}
+		require.NoError(t, db.PutPending(bg, p))
+	}
+	put("resolved", `{"permission":{"kind":"shell"},"resolved":true,"answer":{"result":"approved"}}`)
+	put("waiting", `{"answer":{}}`)
+	put("odd", `not json "resolved":true`)
+	put("empty", "")
+	require.NoError(t, db.Close())
+	// Undo migration 0008 to get the table as the ones before left it.
+	c := admin(t, u)
+	for _, q := range []string{
+		`ALTER TABLE pending DROP COLUMN resolved`,
+		`DELETE FROM schema_migrations WHERE version = '0008_pending_resolved.sql'`,
+	} {
+		_, err := c.Exec(bg, q)
+		require.NoError(t, err, q)
+	}
+	db, err := Open(bg, u, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	for id, want := range map[string]bool{"resolved": true, "waiting": false, "odd": false, "empty": false} {
+		got, err := db.GetPending(bg, id)
+		require.NoError(t, err)
+		require.Equal(t, want, got.Resolved, id)
+	}
+	won, err := db.ResolvePending(bg, "w", "resolved", []byte(`{}`))
+	require.NoError(t, err)
+	require.False(t, won, "an answer recorded before the column still wins over later ones")
+}

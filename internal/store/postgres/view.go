@@ -455,14 +455,14 @@ func (v *view) MaxSeq(ctx context.Context, workspaceID string) (int64, error) {
 
 // ---- pending requests
 
-const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at, settled`
+const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at, settled, resolved`
 
 func scanPending(r pgx.Row) (store.Pending, error) {
 	var (
 		p    store.Pending
 		data *string
 	)
-	if err := r.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &p.CreatedAt, &p.Settled); err != nil {
+	if err := r.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &p.CreatedAt, &p.Settled, &p.Resolved); err != nil {
 		return store.Pending{}, err
 	}
 	if data != nil {
@@ -477,12 +477,13 @@ func scanPending(r pgx.Row) (store.Pending, error) {
 // place, keeping its place among requests created at the same instant.
 func (v *view) PutPending(ctx context.Context, p store.Pending) error {
 	if _, err := v.write(ctx, stmt{sql: `
-		INSERT INTO pending (` + pendingCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO pending (` + pendingCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (request_id) DO UPDATE SET
 			workspace_id = excluded.workspace_id, session_id = excluded.session_id,
 			run_id = excluded.run_id, kind = excluded.kind, data = excluded.data,
-			created_at = excluded.created_at, settled = excluded.settled`,
-		args: []any{p.RequestID, p.WorkspaceID, p.SessionID, p.RunID, p.Kind, jsonText(p.Data), micro(p.CreatedAt), p.Settled}}); err != nil {
+			created_at = excluded.created_at, settled = excluded.settled,
+			resolved = excluded.resolved`,
+		args: []any{p.RequestID, p.WorkspaceID, p.SessionID, p.RunID, p.Kind, jsonText(p.Data), micro(p.CreatedAt), p.Settled, p.Resolved}}); err != nil {
 		return fmt.Errorf("put pending %s: %w", p.RequestID, err)
 	}
 	return nil
@@ -509,6 +510,50 @@ func (v *view) SwapPending(ctx context.Context, old, p store.Pending) (bool, err
 		return false, fmt.Errorf("swap pending: %w", err)
 	}
 	return false, nil
+}
+
+// ResolvePending implements store.Store: the update's condition decides
+// which answer wins, whichever node sends it (a row being updated by
+// another transaction is waited for, then its condition read again).
+func (v *view) ResolvePending(ctx context.Context, workspaceID, requestID string, data json.RawMessage) (bool, error) {
+	affected, err := v.write(ctx, stmt{sql: `UPDATE pending SET data = $3, resolved = true
+		WHERE request_id = $1 AND workspace_id = $2 AND NOT resolved`,
+		args: []any{requestID, workspaceID, jsonText(data)}})
+	if err != nil {
+		return false, fmt.Errorf("resolve pending %s: %w", requestID, err)
+	}
+	if affected == 1 {
+		return true, nil
+	}
+	return false, v.pendingExists(ctx, workspaceID, requestID)
+}
+
+// SettlePending implements store.Store.
+func (v *view) SettlePending(ctx context.Context, workspaceID, requestID string) error {
+	affected, err := v.write(ctx, stmt{sql: `UPDATE pending SET settled = true WHERE request_id = $1 AND workspace_id = $2`,
+		args: []any{requestID, workspaceID}})
+	if err == nil && affected == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("settle pending %s: %w", requestID, err)
+	}
+	return nil
+}
+
+// pendingExists is nil when the workspace has the request, else
+// store.ErrNotFound (or the read's error).
+func (v *view) pendingExists(ctx context.Context, workspaceID, requestID string) error {
+	var one int
+	err := v.db.pool.QueryRow(ctx, `SELECT 1 FROM pending WHERE request_id = $1 AND workspace_id = $2`,
+		requestID, workspaceID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("resolve pending %s: %w", requestID, err)
+	}
+	return nil
 }
 
 // DeletePending implements store.Store.

@@ -264,6 +264,32 @@ func TestPendingSettledBackfilled(t *testing.T) {
 	require.True(t, got.Settled)
 }
 
+// Migration 0013 marks resolved the requests whose answer the broker had
+// recorded in their data, and only those; data that is no JSON does not
+// stop it.
+func TestPendingResolvedBackfilled(t *testing.T) {
+	db, path := openTest(t)
+	ctx := context.Background()
+	resolved := store.Pending{RequestID: "resolved", WorkspaceID: "w", RunID: "r", Kind: "permission", CreatedAt: t0,
+		Data: json.RawMessage(`{"resolved":true,"answer":{"result":"approved"}}`)}
+	waiting := store.Pending{RequestID: "waiting", WorkspaceID: "w", RunID: "r", Kind: "tool_call", CreatedAt: at(time.Second),
+		Data: json.RawMessage(`{"answer":{}}`)}
+	odd := store.Pending{RequestID: "odd", WorkspaceID: "w", RunID: "r", Kind: "tool_call", CreatedAt: at(2 * time.Second),
+		Data: json.RawMessage(`not json "resolved":true`)}
+	empty := store.Pending{RequestID: "empty", WorkspaceID: "w", RunID: "r", Kind: "tool_call", CreatedAt: at(3 * time.Second)}
+	mustPutPending(t, db, resolved, waiting, odd, empty)
+	// Undo migration 0013 to get the table as the ones before left it.
+	db = reopenAfter(t, db, path,
+		`ALTER TABLE pending DROP COLUMN resolved`,
+		`DELETE FROM schema_migrations WHERE version = '0013_pending_resolved.sql'`,
+	)
+	resolved.Resolved = true
+	requireListed(t, db, "w", resolved, waiting, odd, empty)
+	won, err := db.ResolvePending(ctx, "w", "resolved", json.RawMessage(`{}`))
+	require.NoError(t, err)
+	require.False(t, won, "an answer recorded before the column still wins over later ones")
+}
+
 // requireListed checks the workspace's unsettled requests, oldest first.
 func requireListed(t *testing.T, db *DB, ws string, want ...store.Pending) {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at, settled`
+const pendingCols = `request_id, workspace_id, session_id, run_id, kind, data, created_at, settled, resolved`
 
 func scanPending(s scanner) (store.Pending, error) {
 	var (
@@ -18,7 +18,7 @@ func scanPending(s scanner) (store.Pending, error) {
 		data    []byte
 		created int64
 	)
-	if err := s.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &created, &p.Settled); err != nil {
+	if err := s.Scan(&p.RequestID, &p.WorkspaceID, &p.SessionID, &p.RunID, &p.Kind, &data, &created, &p.Settled, &p.Resolved); err != nil {
 		return store.Pending{}, err
 	}
 	if data != nil {
@@ -34,14 +34,62 @@ func scanPending(s scanner) (store.Pending, error) {
 // among requests created at the same instant.
 func (db *DB) PutPending(ctx context.Context, p store.Pending) error {
 	if _, err := db.batch.exec(ctx, `
-		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO pending (`+pendingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (request_id) DO UPDATE SET
 			workspace_id = excluded.workspace_id, session_id = excluded.session_id,
 			run_id = excluded.run_id, kind = excluded.kind, data = excluded.data,
-			created_at = excluded.created_at, settled = excluded.settled`,
+			created_at = excluded.created_at, settled = excluded.settled,
+			resolved = excluded.resolved`,
 		p.RequestID, p.WorkspaceID, p.SessionID, p.RunID, p.Kind, jsonText(p.Data),
-		toMicros(p.CreatedAt), p.Settled); err != nil {
+		toMicros(p.CreatedAt), p.Settled, p.Resolved); err != nil {
 		return fmt.Errorf("put pending %s: %w", p.RequestID, err)
+	}
+	return nil
+}
+
+// ResolvePending implements store.Store: the update's condition decides
+// which answer wins, in the writer's one transaction.
+func (db *DB) ResolvePending(ctx context.Context, workspaceID, requestID string, data json.RawMessage) (bool, error) {
+	res, err := db.batch.exec(ctx, `UPDATE pending SET data = ?, resolved = 1
+		WHERE request_id = ? AND workspace_id = ? AND resolved = 0`,
+		jsonText(data), requestID, workspaceID)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return false, fmt.Errorf("resolve pending %s: %w", requestID, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	return false, db.pendingExists(ctx, workspaceID, requestID)
+}
+
+// SettlePending implements store.Store.
+func (db *DB) SettlePending(ctx context.Context, workspaceID, requestID string) error {
+	res, err := db.batch.exec(ctx, `UPDATE pending SET settled = 1 WHERE request_id = ? AND workspace_id = ?`,
+		requestID, workspaceID)
+	if err == nil {
+		err = rowsAffected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("settle pending %s: %w", requestID, err)
+	}
+	return nil
+}
+
+// pendingExists is nil when the workspace has the request, else
+// store.ErrNotFound (or the read's error).
+func (db *DB) pendingExists(ctx context.Context, workspaceID, requestID string) error {
+	var one int
+	err := db.queryRow(ctx, `SELECT 1 FROM pending WHERE request_id = ? AND workspace_id = ?`,
+		requestID, workspaceID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("resolve pending %s: %w", requestID, err)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ func testPending(t *testing.T, h Harness) {
 		Data: json.RawMessage(`{"tool":"bash"}`), CreatedAt: at(2 * time.Second)}
 	p2 := store.Pending{RequestID: "r2", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "tool_call",
 		Data: json.RawMessage(`{"name":"x"}`), CreatedAt: at(time.Second)}
-	p3 := store.Pending{RequestID: "r3", WorkspaceID: "v", Kind: "permission", CreatedAt: t0}
+	p3 := store.Pending{RequestID: "r3", WorkspaceID: "v", Kind: "permission", CreatedAt: t0, Resolved: true}
 	mustPutPending(t, s, p1, p2, p3)
 
 	got, err := s.GetPending(bg, "r1")
@@ -212,4 +214,88 @@ func testReopenPersists(t *testing.T, h Harness) {
 	_, created, err := s.EnsureWorkspace(bg, store.Workspace{ID: "new", Path: w.Path, CreatedAt: t0})
 	require.NoError(t, err)
 	require.False(t, created)
+}
+
+// The first answer of a request is recorded and later ones change nothing;
+// resolving and settling name the request's workspace.
+func testPendingResolveOnce(t *testing.T, h Harness) {
+	s := h.Open(t)
+	open := store.Pending{RequestID: "r", WorkspaceID: "w", SessionID: "s", RunID: "run", Kind: "permission",
+		Data: json.RawMessage(`{"q":1}`), CreatedAt: t0}
+	mustPutPending(t, s, open)
+
+	_, err := s.ResolvePending(bg, "v", "r", json.RawMessage(`{"a":"other workspace"}`))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.ResolvePending(bg, "w", "nope", json.RawMessage(`{}`))
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	won, err := s.ResolvePending(bg, "w", "r", json.RawMessage(`{"a":"first"}`))
+	require.NoError(t, err)
+	require.True(t, won)
+	won, err = s.ResolvePending(bg, "w", "r", json.RawMessage(`{"a":"second"}`))
+	require.NoError(t, err)
+	require.False(t, won, "a second answer must not win")
+	resolved := open
+	resolved.Data, resolved.Resolved = json.RawMessage(`{"a":"first"}`), true
+	got, err := s.GetPending(bg, "r")
+	require.NoError(t, err)
+	require.Equal(t, resolved, got)
+	requireListed(t, s, "w", resolved) // resolved is still work until settled
+
+	require.ErrorIs(t, s.SettlePending(bg, "v", "r"), store.ErrNotFound)
+	require.ErrorIs(t, s.SettlePending(bg, "w", "nope"), store.ErrNotFound)
+	require.NoError(t, s.SettlePending(bg, "w", "r"))
+	require.NoError(t, s.SettlePending(bg, "w", "r"), "settling again does nothing")
+	resolved.Settled = true
+	got, err = s.GetPending(bg, "r")
+	require.NoError(t, err)
+	require.Equal(t, resolved, got)
+	requireListed(t, s, "w")
+
+	// Kept across a restart, as put.
+	s = h.Reopen(t, s)
+	got, err = s.GetPending(bg, "r")
+	require.NoError(t, err)
+	require.Equal(t, resolved, got)
+	won, err = s.ResolvePending(bg, "w", "r", json.RawMessage(`{"a":"after restart"}`))
+	require.NoError(t, err)
+	require.False(t, won)
+}
+
+// Of answers racing on one request, exactly one wins, and the request
+// holds that one's data: first answer wins on every node, decided by the
+// store.
+func testPendingConcurrentAnswersOneWins(t *testing.T, h Harness) {
+	s := h.Open(t)
+	for _, racers := range []int{2, 16} {
+		id := fmt.Sprintf("r%d", racers)
+		mustPutPending(t, s, store.Pending{RequestID: id, WorkspaceID: "w", RunID: "run", Kind: "tool_call", CreatedAt: t0})
+		var (
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+			won   = make([]bool, racers)
+			errs  = make([]error, racers)
+		)
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				won[i], errs[i] = s.ResolvePending(bg, "w", id, json.RawMessage(fmt.Sprintf(`{"by":%d}`, i)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := range racers {
+			require.NoError(t, errs[i])
+			if won[i] {
+				require.Equal(t, -1, winner, "answers %d and %d both won", winner, i)
+				winner = i
+			}
+		}
+		require.NotEqual(t, -1, winner, "no answer won")
+		got, err := s.GetPending(bg, id)
+		require.NoError(t, err)
+		require.True(t, got.Resolved)
+		require.JSONEq(t, fmt.Sprintf(`{"by":%d}`, winner), string(got.Data), "the request holds the winner's answer")
+	}
 }

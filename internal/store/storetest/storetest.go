@@ -85,6 +85,8 @@ var tests = []struct {
 	{"Pending", testPending},
 	{"PendingPutKeepsPlace", testPendingPutKeepsPlace},
 	{"PendingSettled", testPendingSettled},
+	{"PendingResolveOnce", testPendingResolveOnce},
+	{"PendingConcurrentAnswersOneWins", testPendingConcurrentAnswersOneWins},
 	{"SessionApprovals", testSessionApprovals},
 	{"DeleteSessionCascade", testDeleteSessionCascade},
 	{"ReopenPersists", testReopenPersists},
