@@ -31,7 +31,7 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/agent"
 	"github.com/tandem-dev/tandem/internal/config"
-	"github.com/tandem-dev/tandem/internal/pending"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -44,17 +44,17 @@ import (
 
 // Config wires a Coordinator.
 type Config struct {
-	Store      store.Store
-	Workspaces *workspace.Manager
-	Sessions   *session.Service
-	Runner     *agent.Runner
-	Broker     *pending.Broker
-	Tools      *toolset.Set
+	Store      Store
+	Workspaces Workspaces
+	Sessions   Sessions
+	Runner     Runner
+	Broker     Broker
+	Tools      Tools
 	// Configs gives each workspace its configuration (providers, rules, MCP
 	// servers), read again when its file changed; nil is the empty one.
-	Configs *config.Loader
+	Configs Configs
 	// MCP tunes the MCP servers of workspaces and sessions.
-	MCP MCPOptions
+	MCP mcp.PoolOptions
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
@@ -72,7 +72,7 @@ type Coordinator struct {
 	hist     histories
 	prompts  systemPrompts
 	// mcp runs the MCP servers of workspaces and sessions.
-	mcp *mcpServers
+	mcp *mcp.Pool
 	// deletes counts the session deletes that have removed a session from
 	// the store (see admitLocked).
 	deletes atomic.Uint64
@@ -89,7 +89,7 @@ func New(cfg Config) *Coordinator {
 	if cfg.Configs == nil {
 		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: newMCPServers(cfg.MCP, cfg.Logger)}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: mcp.NewPool(cfg.MCP, cfg.Logger)}
 }
 
 // sessionRuns is one session's run state machine.
@@ -949,7 +949,7 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			// Counted before the state machine can be dropped: see admitLocked.
 			c.deletes.Add(1)
 			c.cfg.Tools.ForgetSession(sessionID)
-			c.mcp.closeSession(sessionID)
+			c.mcp.CloseSession(sessionID)
 		}
 		sr.mu.Lock()
 		sr.deleting--
@@ -995,7 +995,7 @@ func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {
 // context is canceled, so they end promptly as canceled), then stops its MCP
 // servers and its sessions', every stdio server's process group included.
 func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
-	defer c.mcp.closeWorkspace(ws)
+	defer c.mcp.CloseWorkspace(ws.ID)
 	c.mu.Lock()
 	var ids []string
 	for id, sr := range c.sessions {
@@ -1066,7 +1066,7 @@ func (c *Coordinator) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("runs still running at shutdown deadline")
 	}
-	if err := c.mcp.wait(ctx); err != nil {
+	if err := c.mcp.Wait(ctx); err != nil {
 		return errors.New("MCP servers still stopping at shutdown deadline")
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -266,7 +267,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Broker:      broker,
 		Tools:       tools,
 		Configs:     configs,
-		MCP:         coordinator.MCPOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
+		MCP:         mcp.PoolOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
