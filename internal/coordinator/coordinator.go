@@ -59,6 +59,9 @@ type Config struct {
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
 	Getenv func(string) string
+	// Hooks, when set, is bound to the Coordinator New makes: the
+	// components made before it call back through it.
+	Hooks  *Hooks
 	Logger *slog.Logger
 }
 
@@ -89,7 +92,11 @@ func New(cfg Config) *Coordinator {
 	if cfg.Configs == nil {
 		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: mcp.NewPool(cfg.MCP, cfg.Logger)}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: mcp.NewPool(cfg.MCP, cfg.Logger)}
+	if cfg.Hooks != nil {
+		cfg.Hooks.bind(c)
+	}
+	return c
 }
 
 // sessionRuns is one session's run state machine.
