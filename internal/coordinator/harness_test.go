@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// harness is a Coordinator over an in-memory store, a real workspace
+// manager and session service, and fake runner, broker and tools. It can
+// restart, as a server does: what the store and the broker keep stays.
+type harness struct {
+	t      testing.TB
+	dir    string
+	db     *memStore
+	hub    *hub.Hub
+	rec    *records
+	gates  *gates
+	broker *fakeBroker
+	tools  *fakeTools
+
+	epoch    int
+	m        *workspace.Manager
+	ws       *workspace.Workspace
+	sessions *session.Service
+	hooks    *Hooks
+	runner   *fakeRunner
+	c        *Coordinator
+}
+
+func newHarness(t testing.TB) *harness {
+	h := &harness{t: t, dir: t.TempDir(), db: newMemStore(), hub: hub.New(hub.Config{}), rec: newRecords(), gates: &gates{}, broker: newFakeBroker(), tools: &fakeTools{}}
+	h.broker.hooks = func() *Hooks { return h.hooks }
+	h.broker.ws = func() *workspace.Workspace { return h.ws }
+	h.start()
+	t.Cleanup(func() {
+		h.stop()
+		h.hub.Close()
+	})
+	return h
+}
+
+// start makes a server's worth of components over what the store keeps,
+// wired as internal/server wires them.
+func (h *harness) start() {
+	h.epoch++
+	h.hooks = &Hooks{}
+	h.m = workspace.NewManager(workspace.Config{
+		Store: h.db, Hub: h.hub, CreateGrace: time.Hour, DetachGrace: time.Hour,
+		Hooks: workspace.Hooks{Closed: h.hooks.WorkspaceClosed},
+	})
+	ws, _, err := h.m.Open(context.Background(), h.dir)
+	require.NoError(h.t, err)
+	h.ws = ws
+	h.sessions = session.NewService(session.Config{Store: h.db, Workspaces: h.m, Tools: h.tools, Runtime: h.hooks})
+	h.runner = &fakeRunner{rec: h.rec, gates: h.gates, broker: h.broker, epoch: h.epoch}
+	h.c = New(Config{
+		Store: h.db, Workspaces: h.m, Sessions: h.sessions, Runner: h.runner, Broker: h.broker, Tools: h.tools,
+		NewProvider: func(provider.Config) (provider.Provider, error) { return echoProvider{}, nil },
+		Getenv:      func(string) string { return "" },
+		Hooks:       h.hooks,
+	})
+}
+
+// stop shuts down as a server does: its workspaces close, so their runs
+// end, and it waits for them.
+func (h *harness) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.m.Shutdown(ctx)
+	require.NoError(h.t, h.c.Wait(ctx))
+}
+
+// restart stops the server and starts another over the same store; with
+// crash, the first writes nothing more from the moment it is told to
+// stop, as a killed process would, and the second recovers what it left.
+func (h *harness) restart(crash bool) {
+	if crash {
+		h.runner.dead.Store(true)
+	}
+	h.stop()
+	if crash {
+		h.broker.crashed()
+	}
+	h.start()
+	require.NoError(h.t, h.c.Recover(context.Background()))
+}
+
+// session creates a session.
+func (h *harness) session() string {
+	s, err := h.sessions.Create(context.Background(), h.ws.ID, proto.CreateSessionRequest{})
+	require.NoError(h.t, err)
+	return s.ID
+}
+
+func (h *harness) prompt(sessionID, text string) (proto.PromptAccepted, error) {
+	return h.c.Prompt(context.Background(), h.ws.ID, proto.PromptRequest{SessionID: sessionID, Prompt: text})
+}
+
+func (h *harness) steer(sessionID, text string) (proto.PromptAccepted, error) {
+	return h.c.Prompt(context.Background(), h.ws.ID, proto.PromptRequest{SessionID: sessionID, Prompt: text, Delivery: proto.DeliverySteer})
+}
+
+// settle lets every run of the session end: its gate opens, and every
+// request its runs wait on is answered. It fails the test if they have not
+// ended within a deadline.
+func (h *harness) settle(sessionID string) {
+	h.gates.open(sessionID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for h.broker.answer(sessionID) {
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Until(deadline))
+		h.c.waitIdle(ctx, sessionID)
+		cancel()
+		busy, queued := h.c.State("", sessionID)
+		if !busy && queued == 0 && h.broker.waiting(sessionID) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("session %s still has runs after 10 s (busy %v, queued %d, waiting %d)", sessionID, busy, queued, h.broker.waiting(sessionID))
+		}
+	}
+}
