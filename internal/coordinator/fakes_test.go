@@ -28,10 +28,17 @@ type memStore struct {
 	sessions    map[string]store.Session
 	events      []store.Event
 	attachments map[string][]store.Attachments
+	// completed counts each run's run.completed events, and outcome is
+	// the last one's outcome; a delete does not forget them.
+	completed map[string]int
+	outcome   map[string]string
 }
 
 func newMemStore() *memStore {
-	return &memStore{sessions: map[string]store.Session{}, attachments: map[string][]store.Attachments{}}
+	return &memStore{
+		sessions: map[string]store.Session{}, attachments: map[string][]store.Attachments{},
+		completed: map[string]int{}, outcome: map[string]string{},
+	}
 }
 
 func (s *memStore) EnsureWorkspace(_ context.Context, w store.Workspace) (store.Workspace, bool, error) {
@@ -108,6 +115,8 @@ func (s *memStore) AppendEvents(_ context.Context, es []store.Event) error {
 		}
 		if e.Type == proto.EventRunCompleted {
 			delete(s.attachments, e.RunID)
+			s.completed[e.RunID]++
+			s.outcome[e.RunID] = decodeOutcome(e.Envelope)
 		}
 		e.Message, e.MessageJSON, e.Usage, e.Attachments, e.Session = nil, nil, nil, nil, nil
 		s.events = append(s.events, e)
@@ -195,19 +204,12 @@ func (s *memStore) ListMessages(context.Context, string) ([]proto.Message, error
 
 func (s *memStore) Close() error { return nil }
 
-// completions counts the run.completed events of each run in the log,
-// with the last outcome of each.
-func (s *memStore) completions() (count map[string]int, outcome map[string]string) {
+// completions returns the run.completed events of the run in the log
+// (deleted ones too), and the last one's outcome.
+func (s *memStore) completions(runID string) (count int, outcome string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	count, outcome = map[string]int{}, map[string]string{}
-	for _, e := range s.events {
-		if e.Type == proto.EventRunCompleted {
-			count[e.RunID]++
-			outcome[e.RunID] = decodeOutcome(e.Envelope)
-		}
-	}
-	return count, outcome
+	return s.completed[runID], s.outcome[runID]
 }
 
 func decodeOutcome(envelope []byte) string {
@@ -429,14 +431,19 @@ type fakeBroker struct {
 	hooks func() *Hooks
 	ws    func() *workspace.Workspace
 
+	// parks is signaled when a run parks.
+	parks chan struct{}
+
 	mu        sync.Mutex
 	parked    map[string]*parked // run -> waiting in memory
 	suspended map[string]*parked // run -> waiting with no run in memory
 	answers   int
+	// ever are the runs that were suspended at some point.
+	ever map[string]bool
 }
 
 func newFakeBroker() *fakeBroker {
-	return &fakeBroker{parked: map[string]*parked{}, suspended: map[string]*parked{}}
+	return &fakeBroker{parks: make(chan struct{}, 1), parked: map[string]*parked{}, suspended: map[string]*parked{}, ever: map[string]bool{}}
 }
 
 func (b *fakeBroker) park(sessionID, runID string) (<-chan struct{}, *parked) {
@@ -444,6 +451,10 @@ func (b *fakeBroker) park(sessionID, runID string) (<-chan struct{}, *parked) {
 	defer b.mu.Unlock()
 	p := &parked{sessionID: sessionID, runID: runID, answered: make(chan struct{})}
 	b.parked[runID] = p
+	select {
+	case b.parks <- struct{}{}:
+	default:
+	}
 	return p.answered, p
 }
 
@@ -463,6 +474,7 @@ func (b *fakeBroker) suspend(p *parked) bool {
 	}
 	delete(b.parked, p.runID)
 	b.suspended[p.runID] = p
+	b.ever[p.runID] = true
 	return true
 }
 
@@ -472,6 +484,7 @@ func (b *fakeBroker) crashed() {
 	defer b.mu.Unlock()
 	for id, p := range b.parked {
 		b.suspended[id] = p
+		b.ever[id] = true
 		delete(b.parked, id)
 	}
 }
@@ -615,4 +628,36 @@ type echoProvider struct{}
 
 func (echoProvider) Stream(context.Context, provider.Request, func(provider.Delta)) (provider.Response, error) {
 	return provider.Response{}, nil
+}
+
+// clientGone answers the session's calls parked in memory as a client that
+// went away does: with an error, and the runs go on.
+func (b *fakeBroker) clientGone(sessionID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, p := range b.parked {
+		if p.sessionID == sessionID {
+			delete(b.parked, id)
+			close(p.answered)
+		}
+	}
+}
+
+// suspendedRuns lists the session's suspended runs.
+func (b *fakeBroker) suspendedRuns(sessionID string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, p := range b.suspended {
+		if p.sessionID == sessionID {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (b *fakeBroker) wasSuspended(runID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ever[runID]
 }

@@ -2,14 +2,17 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -94,6 +97,15 @@ func (h *harness) restart(crash bool) {
 	require.NoError(h.t, h.c.Recover(context.Background()))
 }
 
+// quickSession creates a titled session (no run names it) straight in the
+// store: the interleavings make thousands.
+func (h *harness) quickSession() string {
+	id := uuid.NewString()
+	now := time.Now()
+	require.NoError(h.t, h.db.CreateSession(context.Background(), store.Session{ID: id, WorkspaceID: h.ws.ID, Title: "played", Model: "echo", CreatedAt: now, UpdatedAt: now}))
+	return id
+}
+
 // session creates a session.
 func (h *harness) session() string {
 	s, err := h.sessions.Create(context.Background(), h.ws.ID, proto.CreateSessionRequest{})
@@ -110,23 +122,30 @@ func (h *harness) steer(sessionID, text string) (proto.PromptAccepted, error) {
 }
 
 // settle lets every run of the session end: its gate opens, and every
-// request its runs wait on is answered. It fails the test if they have not
-// ended within a deadline.
-func (h *harness) settle(sessionID string) {
+// request its runs wait on is answered, as they park. It fails the test if
+// they have not ended within a deadline.
+func (h *harness) settle(sessionID string) error {
 	h.gates.open(sessionID)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for {
 		for h.broker.answer(sessionID) {
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Until(deadline))
-		h.c.waitIdle(ctx, sessionID)
-		cancel()
-		busy, queued := h.c.State("", sessionID)
-		if !busy && queued == 0 && h.broker.waiting(sessionID) == 0 {
-			return
+		var idle chan struct{}
+		if sr := h.c.existing(sessionID); sr != nil {
+			sr.mu.Lock()
+			idle = sr.idle
+			sr.mu.Unlock()
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("session %s still has runs after 10 s (busy %v, queued %d, waiting %d)", sessionID, busy, queued, h.broker.waiting(sessionID))
+		if idle == nil && h.broker.waiting(sessionID) == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-h.broker.parks:
+		case <-deadline.C:
+			busy, queued := h.c.State("", sessionID)
+			return fmt.Errorf("session %s still has runs after 10 s (busy %v, queued %d, waiting %d)", sessionID, busy, queued, h.broker.waiting(sessionID))
 		}
 	}
 }

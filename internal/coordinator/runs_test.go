@@ -17,9 +17,9 @@ func TestPromptRunsAndCompletes(t *testing.T) {
 	acc, err := h.prompt(sid, "hello")
 	require.NoError(t, err)
 	assert.Equal(t, proto.RunRunning, acc.State)
-	h.settle(sid)
-	count, outcome := h.db.completions()
-	assert.Equal(t, 1, count[acc.RunID])
-	assert.Equal(t, proto.OutcomeEndTurn, outcome[acc.RunID])
+	require.NoError(t, h.settle(sid))
+	count, outcome := h.db.completions(acc.RunID)
+	assert.Equal(t, 1, count)
+	assert.Equal(t, proto.OutcomeEndTurn, outcome)
 	assert.Empty(t, h.rec.broken)
 }
