@@ -411,8 +411,10 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 		return "", 0, err
 	}
 	state, position = proto.RunRunning, 0
-	if sr.active != nil || len(sr.queue) > 0 {
-		state, position = proto.RunQueued, len(sr.queue)+1
+	// Counted as Status counts: the head of the queue the worker has not
+	// picked up yet is the active run, not a queued one.
+	if active, waiting := sr.current(); active != nil {
+		state, position = proto.RunQueued, len(waiting)+1
 	}
 	// On disk before the 202; numbered under the lock, so published
 	// before the run's own events, without waiting for that here.
