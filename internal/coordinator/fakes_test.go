@@ -238,13 +238,18 @@ type records struct {
 	started  map[string]int      // run -> how many times it started anew
 	deleted  map[string]bool     // sessions whose delete returned
 	steers   map[string]int      // run -> steered prompts it took
-	broken   []string
+	// given is each run as the runner last got it.
+	given map[string]agent.Run
+	// began hears of the runs that begin, while it has room.
+	began  chan string
+	broken []string
 }
 
 func newRecords() *records {
 	return &records{
 		active: map[string]string{}, outcomes: map[string][]string{}, epochs: map[string]int{},
 		commits: map[string]int64{}, started: map[string]int{}, deleted: map[string]bool{}, steers: map[string]int{},
+		given: map[string]agent.Run{}, began: make(chan string, 16),
 	}
 }
 
@@ -252,9 +257,15 @@ func (r *records) breach(format string, args ...any) {
 	r.broken = append(r.broken, fmt.Sprintf(format, args...))
 }
 
-func (r *records) begin(sessionID, runID string, fresh bool) {
+func (r *records) begin(ar *agent.Run, fresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sessionID, runID := ar.SessionID, ar.ID
+	r.given[runID] = *ar
+	select {
+	case r.began <- runID:
+	default:
+	}
 	if other := r.active[sessionID]; other != "" {
 		r.breach("run %s of session %s started while run %s was executing (invariant 7)", runID, sessionID, other)
 	}
@@ -283,8 +294,9 @@ func (r *records) ended(runID, outcome string, epoch int) {
 // gates hold each session's runs between their steps: a test lets one
 // step go at a time, or opens the gate for good.
 type gates struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
+	mu     sync.Mutex
+	m      map[string]chan struct{}
+	opened map[string]bool
 }
 
 func (g *gates) get(sessionID string) chan struct{} {
@@ -303,6 +315,12 @@ func (g *gates) get(sessionID string) chan struct{} {
 
 // step lets one step of the session's run go, if one waits for it.
 func (g *gates) step(sessionID string) {
+	g.mu.Lock()
+	opened := g.opened[sessionID]
+	g.mu.Unlock()
+	if opened {
+		return
+	}
 	select {
 	case g.get(sessionID) <- struct{}{}:
 	default:
@@ -310,7 +328,18 @@ func (g *gates) step(sessionID string) {
 }
 
 // open lets every step of the session's runs go from now on.
-func (g *gates) open(sessionID string) { close(g.get(sessionID)) }
+func (g *gates) open(sessionID string) {
+	ch := g.get(sessionID)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened == nil {
+		g.opened = map[string]bool{}
+	}
+	if !g.opened[sessionID] {
+		g.opened[sessionID] = true
+		close(ch)
+	}
+}
 
 // fakeRunner runs a run in two steps, each let go by its session's gate;
 // a run whose prompt starts with "park" first waits on a client (the fake
@@ -355,7 +384,18 @@ func (f *fakeRunner) takeSteers(ar *agent.Run, final bool) int {
 }
 
 func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
-	f.rec.begin(ar.SessionID, ar.ID, ar.Revive == "")
+	if ar.Revive == "" && !f.dead.Load() {
+		// As the real runner does: Recover tells a run that started from
+		// one that never did by it.
+		if _, err := ar.Workspace.Record(context.Background(), workspace.Draft{
+			Type: proto.EventRunStarted, SessionID: ar.SessionID, RunID: ar.ID, Data: proto.RunStarted{RunID: ar.ID},
+		}); err != nil {
+			f.rec.mu.Lock()
+			f.rec.breach("run.started of %s not written: %v", ar.ID, err)
+			f.rec.mu.Unlock()
+		}
+	}
+	f.rec.begin(ar, ar.Revive == "")
 	defer f.rec.end(ar.SessionID)
 	if ar.Revive == agent.ReviveInterrupt {
 		return f.complete(ar, proto.OutcomeInterrupted)
@@ -408,7 +448,7 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 
 func (f *fakeRunner) EndUnstarted(_ context.Context, ars []*agent.Run) {
 	for _, ar := range ars {
-		f.rec.begin(ar.SessionID, ar.ID, true)
+		f.rec.begin(ar, true)
 		if ar.Canceled != nil && !ar.Canceled() {
 			f.rec.mu.Lock()
 			f.rec.breach("run %s ended unstarted without a cancel", ar.ID)
@@ -660,4 +700,22 @@ func (b *fakeBroker) wasSuspended(runID string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.ever[runID]
+}
+
+// run returns the run as the runner last got it.
+func (r *records) run(runID string) (agent.Run, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar, ok := r.given[runID]
+	return ar, ok
+}
+
+// outcome returns how the run ended, "" while it has not.
+func (r *records) outcome(runID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ends := r.outcomes[runID]; len(ends) > 0 {
+		return ends[len(ends)-1]
+	}
+	return ""
 }

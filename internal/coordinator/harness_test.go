@@ -29,6 +29,8 @@ type harness struct {
 	gates  *gates
 	broker *fakeBroker
 	tools  *fakeTools
+	// newProvider builds providers; nil builds echo ones.
+	newProvider func(provider.Config) (provider.Provider, error)
 
 	epoch    int
 	m        *workspace.Manager
@@ -67,7 +69,12 @@ func (h *harness) start() {
 	h.runner = &fakeRunner{rec: h.rec, gates: h.gates, broker: h.broker, epoch: h.epoch}
 	h.c = New(Config{
 		Store: h.db, Workspaces: h.m, Sessions: h.sessions, Runner: h.runner, Broker: h.broker, Tools: h.tools,
-		NewProvider: func(provider.Config) (provider.Provider, error) { return echoProvider{}, nil },
+		NewProvider: func(pc provider.Config) (provider.Provider, error) {
+			if h.newProvider != nil {
+				return h.newProvider(pc)
+			}
+			return echoProvider{}, nil
+		},
 		Getenv:      func(string) string { return "" },
 		Hooks:       h.hooks,
 	})
@@ -80,6 +87,14 @@ func (h *harness) stop() {
 	defer cancel()
 	h.m.Shutdown(ctx)
 	require.NoError(h.t, h.c.Wait(ctx))
+}
+
+// crash stops the server as a killed process stops: it writes nothing
+// more from the moment it is told to stop.
+func (h *harness) crash() {
+	h.runner.dead.Store(true)
+	h.stop()
+	h.broker.crashed()
 }
 
 // restart stops the server and starts another over the same store; with
@@ -146,6 +161,23 @@ func (h *harness) settle(sessionID string) error {
 		case <-deadline.C:
 			busy, queued := h.c.State("", sessionID)
 			return fmt.Errorf("session %s still has runs after 10 s (busy %v, queued %d, waiting %d)", sessionID, busy, queued, h.broker.waiting(sessionID))
+		}
+	}
+}
+
+// began waits until the run began executing.
+func (h *harness) began(runID string) {
+	h.t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		if _, ok := h.rec.run(runID); ok {
+			return
+		}
+		select {
+		case <-h.rec.began:
+		case <-timeout.C:
+			h.t.Fatalf("run %s did not begin within 10 s", runID)
 		}
 	}
 }
