@@ -75,8 +75,8 @@ func (h *harness) start() {
 			}
 			return echoProvider{}, nil
 		},
-		Getenv:      func(string) string { return "" },
-		Hooks:       h.hooks,
+		Getenv: func(string) string { return "" },
+		Hooks:  h.hooks,
 	})
 }
 
