@@ -241,7 +241,9 @@ type records struct {
 	// given is each run as the runner last got it.
 	given map[string]agent.Run
 	// began hears of the runs that begin, while it has room.
-	began  chan string
+	began chan string
+	// last hears of the runs that reach their last step, while it has room.
+	last   chan string
 	broken []string
 }
 
@@ -249,7 +251,7 @@ func newRecords() *records {
 	return &records{
 		active: map[string]string{}, outcomes: map[string][]string{}, epochs: map[string]int{},
 		commits: map[string]int64{}, started: map[string]int{}, deleted: map[string]bool{}, steers: map[string]int{},
-		given: map[string]agent.Run{}, began: make(chan string, 16),
+		given: map[string]agent.Run{}, began: make(chan string, 16), last: make(chan string, 16),
 	}
 }
 
@@ -422,7 +424,7 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 		if stopped() {
 			return f.complete(ar, proto.OutcomeCanceled)
 		}
-		if step >= 2 {
+		if step >= 1 {
 			if f.takeSteers(ar, true) > 0 {
 				continue
 			}
@@ -435,6 +437,16 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 	}
 	if stopped() {
 		return f.complete(ar, proto.OutcomeCanceled)
+	}
+	// Its last step: a cancel may meet it after it looked and before it
+	// commits to its end, and then Commit says so.
+	select {
+	case f.rec.last <- ar.ID:
+	default:
+	}
+	select {
+	case <-gate:
+	case <-ctx.Done():
 	}
 	tick := f.rec.tick.Add(1)
 	if ar.Commit != nil && !ar.Commit() {

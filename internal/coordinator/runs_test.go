@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,6 +140,28 @@ func TestCancelAfterCommitIsNotListed(t *testing.T) {
 	assert.False(t, ar.Canceled())
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID)
+}
+
+// TestCancelMeetsTheLastStep: a cancel that comes as the run takes its
+// last step, before it committed to its end, lists it, and the run ends
+// canceled (invariant 2).
+func TestCancelMeetsTheLastStep(t *testing.T) {
+	h := newHarness(t)
+	sid := h.session()
+	a, err := h.prompt(sid, "hello")
+	require.NoError(t, err)
+	h.gates.step(sid)
+	select {
+	case id := <-h.rec.last:
+		require.Equal(t, a.RunID, id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not reach its last step")
+	}
+	ids, err := h.c.Cancel(bg, h.ws.ID, sid)
+	require.NoError(t, err)
+	assert.Equal(t, []string{a.RunID}, ids)
+	require.NoError(t, h.settle(sid))
+	requireEnded(t, h, proto.OutcomeCanceled, a.RunID)
 }
 
 // TestSteer: a steered prompt joins the active run, which takes it
