@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,9 +88,10 @@ func TestRandomInterleavings(t *testing.T) {
 	// Independent players, each its own server: they share no state, and
 	// one's waits overlap another's work.
 	const players = 2
-	var wg sync.WaitGroup
+	t.Logf("seed %d: %d interleavings", seed, n)
 	for w := range players {
-		wg.Go(func() {
+		t.Run(fmt.Sprintf("player%d", w), func(t *testing.T) {
+			t.Parallel()
 			rnd := rand.New(rand.NewPCG(seed, uint64(w)))
 			var h *harness
 			for i := w; i < n; i += players {
@@ -106,14 +106,11 @@ func TestRandomInterleavings(t *testing.T) {
 					err = check(h, p)
 				}
 				if err != nil {
-					t.Errorf("seed %d, player %d, interleaving %d: %v\noperations: %s", seed, w, i, err, strings.Join(p.ops, ", "))
-					return
+					t.Fatalf("seed %d, player %d, interleaving %d: %v\noperations: %s", seed, w, i, err, strings.Join(p.ops, ", "))
 				}
 			}
 		})
 	}
-	wg.Wait()
-	t.Logf("seed %d: %d interleavings", seed, n)
 }
 
 // ops and their weights.
