@@ -402,6 +402,11 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 	if ar.Revive == agent.ReviveInterrupt {
 		return f.complete(ar, proto.OutcomeInterrupted)
 	}
+	if ar.Revive == agent.ReviveContinue {
+		// Back in memory, it settles what it waited on as it goes on:
+		// an answer from now on reaches the run, not a revival.
+		f.broker.settled(ar.ID)
+	}
 	stopped := func() bool { return ctx.Err() != nil || (ar.Canceled != nil && ar.Canceled()) }
 	if ar.Revive == "" && strings.HasPrefix(ar.Prompt, "park") {
 		answered, parked := f.broker.park(ar.SessionID, ar.ID)
@@ -730,4 +735,11 @@ func (r *records) outcome(runID string) string {
 		return ends[len(ends)-1]
 	}
 	return ""
+}
+
+// settled forgets a suspended run's request: its revived run has it.
+func (b *fakeBroker) settled(runID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.suspended, runID)
 }
