@@ -31,7 +31,7 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/agent"
 	"github.com/tandem-dev/tandem/internal/config"
-	"github.com/tandem-dev/tandem/internal/pending"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -44,21 +44,24 @@ import (
 
 // Config wires a Coordinator.
 type Config struct {
-	Store      store.Store
-	Workspaces *workspace.Manager
-	Sessions   *session.Service
-	Runner     *agent.Runner
-	Broker     *pending.Broker
-	Tools      *toolset.Set
+	Store      Store
+	Workspaces Workspaces
+	Sessions   Sessions
+	Runner     Runner
+	Broker     Broker
+	Tools      Tools
 	// Configs gives each workspace its configuration (providers, rules, MCP
 	// servers), read again when its file changed; nil is the empty one.
-	Configs *config.Loader
+	Configs Configs
 	// MCP tunes the MCP servers of workspaces and sessions.
-	MCP MCPOptions
+	MCP mcp.PoolOptions
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
 	Getenv func(string) string
+	// Hooks, when set, is bound to the Coordinator New makes: the
+	// components made before it call back through it.
+	Hooks  *Hooks
 	Logger *slog.Logger
 }
 
@@ -72,7 +75,7 @@ type Coordinator struct {
 	hist     histories
 	prompts  systemPrompts
 	// mcp runs the MCP servers of workspaces and sessions.
-	mcp *mcpServers
+	mcp *mcp.Pool
 	// deletes counts the session deletes that have removed a session from
 	// the store (see admitLocked).
 	deletes atomic.Uint64
@@ -89,7 +92,11 @@ func New(cfg Config) *Coordinator {
 	if cfg.Configs == nil {
 		cfg.Configs, _ = config.NewLoader(nil) // an empty configuration merges
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: newMCPServers(cfg.MCP, cfg.Logger)}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*sessionRuns), mcp: mcp.NewPool(cfg.MCP, cfg.Logger)}
+	if cfg.Hooks != nil {
+		cfg.Hooks.bind(c)
+	}
+	return c
 }
 
 // sessionRuns is one session's run state machine.
@@ -404,8 +411,10 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 		return "", 0, err
 	}
 	state, position = proto.RunRunning, 0
-	if sr.active != nil || len(sr.queue) > 0 {
-		state, position = proto.RunQueued, len(sr.queue)+1
+	// Counted as Status counts: the head of the queue the worker has not
+	// picked up yet is the active run, not a queued one.
+	if active, waiting := sr.current(); active != nil {
+		state, position = proto.RunQueued, len(waiting)+1
 	}
 	// On disk before the 202; numbered under the lock, so published
 	// before the run's own events, without waiting for that here.
@@ -949,7 +958,7 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			// Counted before the state machine can be dropped: see admitLocked.
 			c.deletes.Add(1)
 			c.cfg.Tools.ForgetSession(sessionID)
-			c.mcp.closeSession(sessionID)
+			c.mcp.CloseSession(sessionID)
 		}
 		sr.mu.Lock()
 		sr.deleting--
@@ -995,7 +1004,7 @@ func (c *Coordinator) waitIdle(ctx context.Context, sessionID string) {
 // context is canceled, so they end promptly as canceled), then stops its MCP
 // servers and its sessions', every stdio server's process group included.
 func (c *Coordinator) WorkspaceClosed(ws *workspace.Workspace) {
-	defer c.mcp.closeWorkspace(ws)
+	defer c.mcp.CloseWorkspace(ws.ID)
 	c.mu.Lock()
 	var ids []string
 	for id, sr := range c.sessions {
@@ -1066,7 +1075,7 @@ func (c *Coordinator) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("runs still running at shutdown deadline")
 	}
-	if err := c.mcp.wait(ctx); err != nil {
+	if err := c.mcp.Wait(ctx); err != nil {
 		return errors.New("MCP servers still stopping at shutdown deadline")
 	}
 	return nil

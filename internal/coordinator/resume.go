@@ -45,7 +45,7 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 		if err := c.cfg.Sessions.SetMCPServers(ctx, ws.ID, sess.ID, servers); err != nil {
 			return proto.ResumeResponse{}, err
 		}
-		c.mcp.found(sess.ID)
+		c.mcp.Found(sess.ID)
 	}
 	active := c.inMemory(sess.ID) || c.cfg.Sessions.OtherClientAttached(ws, sess.ID, req.ClientID)
 	c.cfg.Sessions.Join(ws, sess.ID, req.ClientID)

@@ -26,6 +26,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -216,6 +217,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Heartbeat:  cfg.Heartbeat,
 		Logger:     cfg.Logger,
 	})
+	// The coordinator needs the components below, which call back into it:
+	// they are given its Hooks, which coordinator.New binds to it.
+	hooks := &coordinator.Hooks{}
+	broker := pending.New(db, hooks.Answered, cfg.Logger)
+	s.broker = broker
+	tools := toolset.New(broker)
+	s.tools = tools
 	s.workspaces = workspace.NewManager(workspace.Config{
 		Store: db,
 		Hub:   s.hub,
@@ -226,30 +234,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Follower:    follower,
 		CreateGrace: cfg.CreateGrace,
 		DetachGrace: cfg.DetachGrace,
-		// The callbacks reach s.runs and tools, made below: the Server is
-		// the one place that knows both ends, and nothing opens before New
-		// returns.
 		Hooks: workspace.Hooks{
-			Closed:     func(ws *workspace.Workspace) { s.runs.WorkspaceClosed(ws) },
-			ClientGone: func(ws *workspace.Workspace, clientID string) { s.tools.DropClient(ws.ID, clientID) },
+			Closed:     hooks.WorkspaceClosed,
+			ClientGone: func(ws *workspace.Workspace, clientID string) { tools.DropClient(ws.ID, clientID) },
 			// Called in a cluster only, once the node exists (below).
 			StreamsChanged: func(ws *workspace.Workspace) { s.node.StreamsChanged(ws) },
 		},
 		Logger: cfg.Logger,
 	})
-	broker := pending.New(db, func(ws *workspace.Workspace, sessionID, runID string) {
-		s.runs.Revive(ws, sessionID, runID, agent.ReviveContinue, false)
-	}, cfg.Logger)
-	s.broker = broker
-	tools := toolset.New(broker)
-	s.tools = tools
 	s.sessions = session.NewService(session.Config{
 		Tools:         tools,
 		Store:         db,
 		Workspaces:    s.workspaces,
 		Configs:       configs,
 		ModelOverride: cfg.DefaultModel,
-		Runtime:       runState{s},
+		Runtime:       hooks,
 		Logger:        cfg.Logger,
 	})
 	s.runs = coordinator.New(coordinator.Config{
@@ -266,9 +265,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Broker:      broker,
 		Tools:       tools,
 		Configs:     configs,
-		MCP:         coordinator.MCPOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
+		MCP:         mcp.PoolOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
 		Getenv:      cfg.Getenv,
+		Hooks:       hooks,
 		Logger:      cfg.Logger,
 	})
 	// Runs a crash left half done end now, before anyone can see the gap.
@@ -441,16 +441,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("release data dir: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// runState gives the session service the coordinator's view of runs; the
-// coordinator is made after the service, which it needs.
-type runState struct{ s *Server }
-
-func (r runState) State(workspaceID, sessionID string) (bool, int) {
-	return r.s.runs.State(workspaceID, sessionID)
-}
-
-func (r runState) Forget(ctx context.Context, ws *workspace.Workspace, sessionID string) func(bool) {
-	return r.s.runs.Forget(ctx, ws, sessionID)
 }
