@@ -106,6 +106,9 @@ type Node struct {
 	owned  map[string]store.Lease
 	owners map[string]store.Lease // other nodes' live leases, as last read
 	locks  map[string]*sync.Mutex // one takeover at a time per workspace
+	// claims are the other nodes' streams of the workspaces this node
+	// owns (see claims.go).
+	claims map[string]*remoteClaims
 	// reported is set for the workspaces whose last claims report (see
 	// reportClaims) was not empty.
 	reported map[string]bool
@@ -151,7 +154,7 @@ func New(cfg Config) *Node {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
-		owned: map[string]store.Lease{}, owners: map[string]store.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
+		owned: map[string]store.Lease{}, owners: map[string]store.Lease{}, locks: map[string]*sync.Mutex{}, claims: map[string]*remoteClaims{}, reported: map[string]bool{},
 		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
 		ctx: ctx, stop: stop, serving: make(chan struct{}, maxServing)}
 	n.stamp.Store(uint64(time.Now().UnixNano()))
@@ -370,10 +373,29 @@ func (n *Node) drop(workspaceID, reason string) bool {
 }
 
 func (n *Node) disown(workspaceID, reason string) {
+	n.mu.Lock()
+	claims := n.claims[workspaceID]
+	delete(n.claims, workspaceID)
+	n.mu.Unlock()
 	ws, err := n.cfg.Workspaces.Get(context.Background(), workspaceID)
 	if err == nil {
 		ws.Disown(reason)
 	}
+	if claims != nil {
+		claims.releaseAll()
+	}
+}
+
+// claimsOf returns the other nodes' claims on ws, which this node owns.
+func (n *Node) claimsOf(ws *workspace.Workspace) *remoteClaims {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.claims[ws.ID]
+	if c == nil {
+		c = newRemoteClaims(ws)
+		n.claims[ws.ID] = c
+	}
+	return c
 }
 
 // loop renews this node's leases and takes the workspaces whose owner
@@ -405,7 +427,7 @@ func (n *Node) loop() {
 func (n *Node) reportClaims() {
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
-			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
+			n.claimsOf(ws).expire(claimsMaxAge * n.cfg.Tick)
 			continue
 		}
 		n.reportClaimsOf(ws)
@@ -522,7 +544,8 @@ func (n *Node) claimed(m *nats.Msg) {
 		return
 	}
 	// Off the connection's goroutine: announcing a client writes an event.
-	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Stamp, c.Clients) })
+	claims := n.claimsOf(ws)
+	n.spawn(func() { claims.set(c.Node, c.Stamp, c.Clients) })
 }
 
 // spawn runs f on a goroutine Close waits for, unless the node is closed.
