@@ -72,7 +72,7 @@ func (r *runs) Prompt(ctx context.Context, _ string, req proto.PromptRequest) (p
 
 // pair is two nodes on one NATS server: owner holds the workspace's
 // lease, sender knows it.
-func pair(t *testing.T, ownerRuns *runs) (sender, owner *Node, ws string, st *blobs) {
+func pair(t testing.TB, ownerRuns *runs) (sender, owner *Node, ws string, st *blobs) {
 	ns := natstest.Start(t)
 	st = &blobs{data: map[string][]byte{}}
 	conn := func() *nats.Conn {
