@@ -9,6 +9,16 @@
 // answers are the contract's own (package proto), and errors are the
 // contract's codes (the error type of internal/tandem), mapped to a
 // transport's statuses by the transport.
+//
+// A new call is added in four places, each a few lines: its method on the
+// role's interface here (its request and answer in proto); its local
+// implementation (the session service, the coordinator, or the adapters
+// in internal/server); its route in internal/httpapi (decode, call
+// a.cfg.Role.Method, Respond); and, when it acts on a workspace, its
+// command in internal/cluster (an op constant and a case of dispatch in
+// command.go, a method on the role's router in router.go that calls
+// routed). A role of its own is a new field of Services, and a method of
+// Node.Domain's answer.
 package domain
 
 import (
