@@ -1,8 +1,10 @@
 // Package cluster makes several Tandem servers one (contract section 8):
 // each workspace has one owner at a time, the node holding its lease in
 // PostgreSQL, which executes its runs, numbers its events and holds its
-// pending waiters. Other nodes serve its streams from the bus and forward
-// the requests that act on it to the owner over NATS request/reply.
+// pending waiters. Other nodes serve its streams from the bus and send the
+// calls that act on it to the owner as typed commands over NATS
+// request/reply (Router): the cluster is one more implementation of the
+// domain's interfaces, under every transport.
 //
 // Ownership is taken on demand (the first node a request for an unowned
 // workspace reaches takes it) and over from a dead or departed owner: each
@@ -24,7 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,10 +34,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/bus"
+	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/goroutine"
-	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -47,8 +47,8 @@ import (
 const (
 	DefaultLeaseTTL = 5 * time.Second
 	DefaultTick     = time.Second
-	// DefaultForward bounds a forwarded request: past it the owner is
-	// taken for gone (503 workspace_unavailable).
+	// DefaultForward bounds a command sent to a workspace's owner: past
+	// it the owner is taken for gone (workspace_unavailable).
 	DefaultForward = 10 * time.Second
 )
 
@@ -58,26 +58,43 @@ type Recoverer interface {
 	RecoverWorkspace(ctx context.Context, workspaceID string) (queued int, err error)
 }
 
+// Store is what a node needs of the cluster's store (PostgreSQL's
+// postgres.Fences): the leases, the fence on this node's writes, and the
+// blobs that carry what is too large for one bus message.
+type Store interface {
+	AcquireLease(ctx context.Context, workspaceID, owner string, ttl time.Duration) (store.Lease, error)
+	RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error)
+	ReleaseLease(ctx context.Context, l store.Lease) error
+	GetLease(ctx context.Context, workspaceID string) (store.Lease, error)
+	Leases(ctx context.Context) ([]store.Lease, error)
+	// Hold lets this node write for the workspace while l holds; Drop
+	// stops its writes at once.
+	Hold(l store.Lease)
+	Drop(workspaceID string)
+	GetWorkspace(ctx context.Context, id string) (store.Workspace, error)
+	MaxSeq(ctx context.Context, workspaceID string) (int64, error)
+	PutBlob(ctx context.Context, id string, data []byte) error
+	TakeBlob(ctx context.Context, id string) ([]byte, error)
+	DeleteBlobsBefore(ctx context.Context, t time.Time) error
+}
+
 // Config is what a node needs.
 type Config struct {
 	NodeID string
-	Store  *Fences
+	Store  Store
 	Bus    bus.Bus
-	// NATS carries forwarded requests between nodes.
+	// NATS carries the commands between nodes.
 	NATS       *nats.Conn
 	Workspaces *workspace.Manager
-	Recover    Recoverer
-	// Token is the API's bearer token: only authenticated requests are
-	// routed (others get their 401 from the node they reached).
-	Token string
+	// Local is this node's own domain: the router calls it for the
+	// workspaces this node owns, and for the commands other nodes send.
+	Local   domain.Services
+	Recover Recoverer
 	// LeaseTTL, Tick and ForwardTimeout default to the constants above.
 	LeaseTTL       time.Duration
 	Tick           time.Duration
 	ForwardTimeout time.Duration
-	// MaxBody bounds the body of a forwarded request, as the API bounds
-	// any; 0 means httpapi.DefaultMaxBody.
-	MaxBody int64
-	Logger  *slog.Logger
+	Logger         *slog.Logger
 }
 
 // Node is one server's membership in the cluster.
@@ -86,9 +103,12 @@ type Node struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	owned  map[string]postgres.Lease
-	owners map[string]postgres.Lease // other nodes' live leases, as last read
-	locks  map[string]*sync.Mutex    // one takeover at a time per workspace
+	owned  map[string]store.Lease
+	owners map[string]store.Lease // other nodes' live leases, as last read
+	locks  map[string]*sync.Mutex // one takeover at a time per workspace
+	// claims are the other nodes' streams of the workspaces this node
+	// owns (see claims.go).
+	claims map[string]*remoteClaims
 	// reported is set for the workspaces whose last claims report (see
 	// reportClaims) was not empty.
 	reported map[string]bool
@@ -111,15 +131,11 @@ type Node struct {
 	spawned goroutine.Group
 	sub     *nats.Subscription
 	csub    *nats.Subscription
-	vsub    *nats.Subscription
-	local   http.Handler
-	// serving counts forwarded requests being answered, bounded by
-	// maxServing so a flood cannot start unbounded goroutines.
+	// swept is when the loop last swept the blobs nobody took.
+	swept time.Time
+	// serving counts the commands being served, bounded by maxServing so
+	// a flood cannot start unbounded goroutines.
 	serving chan struct{}
-	// uploads and downloads are the forwarded requests and answers too
-	// large for one message, on their way (see transfer.go).
-	uploads, downloads *transfers
-	usub, dsub         *nats.Subscription
 }
 
 // New returns a node; Start makes it act.
@@ -133,55 +149,35 @@ func New(cfg Config) *Node {
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = DefaultForward
 	}
-	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = httpapi.DefaultMaxBody
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID),
-		owned: map[string]postgres.Lease{}, owners: map[string]postgres.Lease{}, locks: map[string]*sync.Mutex{}, reported: map[string]bool{},
+		owned: map[string]store.Lease{}, owners: map[string]store.Lease{}, locks: map[string]*sync.Mutex{}, claims: map[string]*remoteClaims{}, reported: map[string]bool{},
 		changed: map[string]*workspace.Workspace{}, kick: make(chan struct{}, 1),
-		ctx: ctx, stop: stop,
-		uploads:   newTransfers(maxTransfers, cfg.MaxBody, cfg.ForwardTimeout),
-		downloads: newTransfers(maxTransfers, maxAnswer, cfg.ForwardTimeout)}
+		ctx: ctx, stop: stop, serving: make(chan struct{}, maxServing)}
 	n.stamp.Store(uint64(time.Now().UnixNano()))
 	return n
 }
 
-// maxAnswer bounds the answer of a forwarded request, which the owner
-// keeps whole until it is fetched: far above any the API gives.
-const maxAnswer = 1 << 30
-
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// Start answers requests forwarded to this node with local (the API's
-// handler), and starts renewing leases and watching for workspaces to take
+// Start serves the commands other nodes send this one with the local
+// domain, and starts renewing leases and watching for workspaces to take
 // over.
-func (n *Node) Start(local http.Handler) error {
-	n.local = local
-	n.serving = make(chan struct{}, maxServing)
-	sub, err := n.cfg.NATS.Subscribe(subject(n.cfg.NodeID), n.serveForwarded)
+func (n *Node) Start() error {
+	sub, err := n.cfg.NATS.Subscribe(commandSubject(n.cfg.NodeID), n.serveCommand)
 	if err != nil {
-		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
+		return fmt.Errorf("cluster: listen for commands: %w", err)
 	}
 	n.sub = sub
 	if n.csub, err = n.cfg.NATS.Subscribe(claimsSubject(n.cfg.NodeID), n.claimed); err != nil {
 		return fmt.Errorf("cluster: listen for claims: %w", err)
 	}
-	if n.vsub, err = n.cfg.NATS.Subscribe(viewsSubject(n.cfg.NodeID), n.viewed); err != nil {
-		return fmt.Errorf("cluster: listen for views requests: %w", err)
-	}
-	if n.usub, err = n.cfg.NATS.Subscribe(uploadSubject(n.cfg.NodeID), n.serveUpload); err != nil {
-		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
-	}
-	if n.dsub, err = n.cfg.NATS.Subscribe(downloadSubject(n.cfg.NodeID), n.serveDownload); err != nil {
-		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
-	}
 	if err := n.cfg.NATS.Flush(); err != nil {
-		return fmt.Errorf("cluster: listen for forwarded requests: %w", err)
+		return fmt.Errorf("cluster: listen for commands: %w", err)
 	}
 	n.wg.Add(2)
 	go n.loop()
@@ -248,7 +244,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 		return "", errUnavailable(workspaceID)
 	}
 	if err := n.take(ctx, workspaceID); err != nil {
-		var held *postgres.HeldError
+		var held *store.HeldError
 		if errors.As(err, &held) && held.Held.Owner != n.cfg.NodeID {
 			n.remember(held.Held)
 			return held.Held.Owner, nil
@@ -258,7 +254,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 	return n.cfg.NodeID, nil
 }
 
-func (n *Node) remember(l postgres.Lease) {
+func (n *Node) remember(l store.Lease) {
 	n.mu.Lock()
 	n.owners[l.WorkspaceID] = l
 	n.mu.Unlock()
@@ -267,6 +263,9 @@ func (n *Node) remember(l postgres.Lease) {
 // forget drops what this node believes of another's lease, after the
 // owner did not answer.
 func (n *Node) forget(workspaceID string) {
+	if workspaceID == "" {
+		return
+	}
 	n.mu.Lock()
 	delete(n.owners, workspaceID)
 	n.mu.Unlock()
@@ -308,9 +307,9 @@ func (n *Node) take(ctx context.Context, workspaceID string) error {
 }
 
 // takeOver is the order of a takeover, once the lease is held.
-func (n *Node) takeOver(ctx context.Context, lease postgres.Lease) error {
+func (n *Node) takeOver(ctx context.Context, lease store.Lease) error {
 	id := lease.WorkspaceID
-	n.cfg.Store.hold(lease)
+	n.cfg.Store.Hold(lease)
 	n.mu.Lock()
 	n.owned[id] = lease
 	delete(n.owners, id)
@@ -362,7 +361,7 @@ func (n *Node) lose(workspaceID, reason string) {
 
 // drop forgets the lease; it reports whether the node held it.
 func (n *Node) drop(workspaceID, reason string) bool {
-	n.cfg.Store.drop(workspaceID)
+	n.cfg.Store.Drop(workspaceID)
 	n.mu.Lock()
 	_, was := n.owned[workspaceID]
 	delete(n.owned, workspaceID)
@@ -374,10 +373,29 @@ func (n *Node) drop(workspaceID, reason string) bool {
 }
 
 func (n *Node) disown(workspaceID, reason string) {
+	n.mu.Lock()
+	claims := n.claims[workspaceID]
+	delete(n.claims, workspaceID)
+	n.mu.Unlock()
 	ws, err := n.cfg.Workspaces.Get(context.Background(), workspaceID)
 	if err == nil {
 		ws.Disown(reason)
 	}
+	if claims != nil {
+		claims.releaseAll()
+	}
+}
+
+// claimsOf returns the other nodes' claims on ws, which this node owns.
+func (n *Node) claimsOf(ws *workspace.Workspace) *remoteClaims {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.claims[ws.ID]
+	if c == nil {
+		c = newRemoteClaims(ws)
+		n.claims[ws.ID] = c
+	}
+	return c
 }
 
 // loop renews this node's leases and takes the workspaces whose owner
@@ -395,6 +413,7 @@ func (n *Node) loop() {
 		n.renew()
 		n.watch()
 		n.reportClaims()
+		n.sweepBlobs()
 	}
 }
 
@@ -408,7 +427,7 @@ func (n *Node) loop() {
 func (n *Node) reportClaims() {
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
-			ws.ExpireRemoteClaims(claimsMaxAge * n.cfg.Tick)
+			n.claimsOf(ws).expire(claimsMaxAge * n.cfg.Tick)
 			continue
 		}
 		n.reportClaimsOf(ws)
@@ -525,7 +544,8 @@ func (n *Node) claimed(m *nats.Msg) {
 		return
 	}
 	// Off the connection's goroutine: announcing a client writes an event.
-	n.spawn(func() { ws.SetRemoteClaims(c.Node, c.Stamp, c.Clients) })
+	claims := n.claimsOf(ws)
+	n.spawn(func() { claims.set(c.Node, c.Stamp, c.Clients) })
 }
 
 // spawn runs f on a goroutine Close waits for, unless the node is closed.
@@ -546,7 +566,7 @@ func (n *Node) renew() {
 				n.owned[l.WorkspaceID] = got
 			}
 			n.mu.Unlock()
-		case errors.Is(err, postgres.ErrLeaseLost) || !time.Now().Before(l.Expires):
+		case errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(l.Expires):
 			// Lost, or cannot tell before it ends: either way another node
 			// may own it now.
 			if n.drop(l.WorkspaceID, "lease_lost") {
@@ -579,7 +599,7 @@ func (n *Node) watch() {
 		// A takeover recovers the runs left behind: off the loop, whose
 		// renewals must not wait for it.
 		n.spawn(func() {
-			if err := n.take(n.ctx, l.WorkspaceID); err != nil && !errors.Is(err, postgres.ErrLeaseHeld) {
+			if err := n.take(n.ctx, l.WorkspaceID); err != nil && !errors.Is(err, store.ErrLeaseHeld) {
 				n.log.Warn("take over workspace", "workspace_id", l.WorkspaceID, "err", err)
 			}
 		})
@@ -588,7 +608,7 @@ func (n *Node) watch() {
 
 // Close stops the node: it stops renewing and taking, releases its leases
 // (handing its workspaces to the other nodes at once) and stops answering
-// forwarded requests. Call it after the workspaces closed and the runs
+// commands. Call it after the workspaces closed and the runs
 // ended, so what they wrote was written as owner.
 func (n *Node) Close() {
 	n.mu.Lock()
@@ -600,15 +620,13 @@ func (n *Node) Close() {
 	n.mu.Unlock()
 	n.spawned.Stop()
 	n.stop()
-	for _, sub := range []*nats.Subscription{n.sub, n.csub, n.vsub, n.usub, n.dsub} {
+	for _, sub := range []*nats.Subscription{n.sub, n.csub} {
 		if sub != nil {
 			_ = sub.Unsubscribe()
 		}
 	}
 	n.wg.Wait()
 	n.spawned.Wait()
-	n.uploads.clear()
-	n.downloads.clear()
 	n.mu.Lock()
 	leases := slices.Collect(maps.Values(n.owned))
 	n.mu.Unlock()
@@ -620,4 +638,12 @@ func (n *Node) Close() {
 		}
 		cancel()
 	}
+}
+
+// live reports whether a lease read from the store is held now. The
+// store's clock decides expiry on writes; this read side compares with
+// the local clock, which only makes a node ask a dead owner a little
+// longer or take over a little earlier, never write without a lease.
+func live(l store.Lease, now time.Time) bool {
+	return !l.Expires.IsZero() && l.Expires.After(now)
 }

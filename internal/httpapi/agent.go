@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -9,28 +8,12 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// Agent runs prompts; the coordinator implements it.
-type Agent interface {
-	Prompt(ctx context.Context, workspaceID string, req proto.PromptRequest) (proto.PromptAccepted, error)
-	// Compact queues a compaction run of the session.
-	Compact(ctx context.Context, workspaceID, sessionID string) (proto.PromptAccepted, error)
-	Cancel(ctx context.Context, workspaceID, sessionID string) ([]string, error)
-	Status(ctx context.Context, workspaceID, sessionID string) (proto.AgentStatus, error)
-	Resume(ctx context.Context, workspaceID, sessionID string, req proto.ResumeRequest) (proto.ResumeResponse, error)
-	Pending(ctx context.Context, workspaceID, sessionID string) (proto.PendingWork, error)
-	Permissions(ctx context.Context, workspaceID string) ([]proto.PermissionRequest, error)
-	AnswerPermission(ctx context.Context, workspaceID, requestID string, a proto.PermissionAnswer) (string, error)
-	AnswerToolCall(ctx context.Context, workspaceID, requestID string, a proto.ToolCallAnswer) error
-	// MCPServers lists the MCP servers of the workspace and its sessions.
-	MCPServers(ctx context.Context, workspaceID string) ([]proto.MCPServerStatus, error)
-}
-
 func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
 	var req proto.PromptRequest
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	acc, err := a.cfg.Agent.Prompt(r.Context(), chi.URLParam(r, "wid"), req)
+	acc, err := a.cfg.Runs.Prompt(caller(r, req.ClientID), chi.URLParam(r, "wid"), req)
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -39,7 +22,7 @@ func (a *API) compact(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &empty) {
 		return
 	}
-	acc, err := a.cfg.Agent.Compact(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	acc, err := a.cfg.Runs.Compact(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -48,12 +31,12 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &empty) {
 		return
 	}
-	ids, err := a.cfg.Agent.Cancel(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	ids, err := a.cfg.Runs.Cancel(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusOK, proto.CancelResponse{CanceledRuns: ids}, err)
 }
 
 func (a *API) agentStatus(w http.ResponseWriter, r *http.Request) {
-	st, err := a.cfg.Agent.Status(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	st, err := a.cfg.Runs.Status(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusOK, st, err)
 }
 
@@ -62,17 +45,17 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	res, err := a.cfg.Agent.Resume(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	res, err := a.cfg.Runs.Resume(caller(r, req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
 	a.Respond(w, r, http.StatusOK, res, err)
 }
 
 func (a *API) pending(w http.ResponseWriter, r *http.Request) {
-	res, err := a.cfg.Agent.Pending(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	res, err := a.cfg.Pending.Pending(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusOK, res, err)
 }
 
 func (a *API) permissions(w http.ResponseWriter, r *http.Request) {
-	list, err := a.cfg.Agent.Permissions(r.Context(), chi.URLParam(r, "wid"))
+	list, err := a.cfg.Pending.Permissions(r.Context(), chi.URLParam(r, "wid"))
 	a.Respond(w, r, http.StatusOK, proto.PermissionList{Permissions: list}, err)
 }
 
@@ -81,7 +64,7 @@ func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	result, err := a.cfg.Agent.AnswerPermission(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	result, err := a.cfg.Pending.AnswerPermission(caller(r, req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
 	a.Respond(w, r, http.StatusOK, proto.PermissionAnswered{Resolved: true, Result: result}, err)
 }
 
@@ -90,11 +73,11 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	err := a.cfg.Agent.AnswerToolCall(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	err := a.cfg.Pending.AnswerToolCall(caller(r, req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
 	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
 }
 
 func (a *API) mcpServers(w http.ResponseWriter, r *http.Request) {
-	list, err := a.cfg.Agent.MCPServers(r.Context(), chi.URLParam(r, "wid"))
+	list, err := a.cfg.MCP.MCPServers(r.Context(), chi.URLParam(r, "wid"))
 	a.Respond(w, r, http.StatusOK, proto.MCPServerList{Servers: list}, err)
 }

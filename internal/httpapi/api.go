@@ -20,9 +20,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/tandem-dev/tandem/api"
-	"github.com/tandem-dev/tandem/internal/session"
+	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/tandem"
-	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -51,11 +50,11 @@ type Config struct {
 	// App serves the web app: GET and HEAD of / and of any path outside /v1,
 	// without a token and under the same origin and host checks. nil leaves
 	// those paths 404.
-	App        http.Handler
-	Workspaces *workspace.Manager
-	Sessions   *session.Service
-	Agent      Agent
-	Logger     *slog.Logger
+	App http.Handler
+	// Services is the domain the routes call: the local one on a single
+	// server, the cluster's router on a node of a cluster.
+	domain.Services
+	Logger *slog.Logger
 }
 
 // API serves the /v1 routes.

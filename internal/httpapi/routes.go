@@ -9,9 +9,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 	"github.com/tandem-dev/tandem/internal/tandem"
-	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -48,16 +48,12 @@ func (a *API) createWorkspace(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	ws, created, err := a.cfg.Workspaces.Open(r.Context(), req.Path)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+	ws, created, err := a.cfg.Workspaces.Open(r.Context(), req)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, ws.Info())
+	a.Respond(w, r, status, ws, err)
 }
 
 func (a *API) listWorkspaces(w http.ResponseWriter, r *http.Request) {
@@ -67,11 +63,7 @@ func (a *API) listWorkspaces(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getWorkspace(w http.ResponseWriter, r *http.Request) {
 	ws, err := a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ws.Info())
+	a.Respond(w, r, http.StatusOK, ws, err)
 }
 
 func (a *API) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
@@ -79,18 +71,8 @@ func (a *API) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &empty) {
 		return
 	}
-	ws, err := a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	ws.Close("deleted")
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// Workspace resolves the {wid} path parameter for routes mounted elsewhere.
-func (a *API) Workspace(r *http.Request) (*workspace.Workspace, error) {
-	return a.cfg.Workspaces.Get(r.Context(), chi.URLParam(r, "wid"))
+	err := a.cfg.Workspaces.Delete(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusNoContent, nil, err)
 }
 
 // streamEvents serves a workspace's event stream (see streamDetached).
@@ -123,7 +105,7 @@ func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamC
 	a.enter()
 	go func() {
 		defer a.leave()
-		err := st.ws.Stream(ctx, sink, &st.opts)
+		err := st.stream.Serve(ctx, sink)
 		cancel()
 		select {
 		case <-sink.Opened():
@@ -154,10 +136,11 @@ func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamC
 	}
 }
 
-// streamCall is a stream request, decoded.
+// streamCall is a stream request, decoded and subscribed.
 type streamCall struct {
-	ws   *workspace.Workspace
-	opts workspace.StreamOptions
+	stream      domain.Stream
+	workspaceID string
+	clientID    string
 }
 
 // streamRequest admits and decodes a stream request, answering it itself
@@ -169,45 +152,27 @@ func (a *API) streamRequest(w http.ResponseWriter, r *http.Request) *streamCall 
 	if a.refused(w, r) || a.unauthorized(w, r) {
 		return nil
 	}
-	ws, opts, ok := a.decodeStream(w, r)
-	if !ok {
+	st, err := a.subscribe(r)
+	if err != nil {
+		a.writeError(w, r, err)
 		return nil
 	}
-	return &streamCall{ws: ws, opts: *opts}
+	return st
 }
 
-func (a *API) decodeStream(w http.ResponseWriter, r *http.Request) (*workspace.Workspace, *workspace.StreamOptions, bool) {
+func (a *API) subscribe(r *http.Request) (*streamCall, error) {
 	q := r.URL.Query()
-	ws, err := a.Workspace(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return nil, nil, false
-	}
-	clientID := q.Get("client_id")
-	if err := tandem.CheckUUID("client_id", clientID); err != nil {
-		a.writeError(w, r, err)
-		return nil, nil, false
-	}
-	opts := &workspace.StreamOptions{ClientID: clientID}
-	if sid := q.Get("session_id"); sid != "" {
-		if err := tandem.CheckUUID("session_id", sid); err != nil {
-			a.writeError(w, r, err)
-			return nil, nil, false
-		}
-		if _, err := a.cfg.Sessions.Get(r.Context(), ws.ID, sid); err != nil {
-			a.writeError(w, r, err)
-			return nil, nil, false
-		}
-		opts.SessionID = sid
-		a.cfg.Sessions.Join(ws, sid, clientID)
-	}
 	n, resume, err := parseLastEventID(r.Header.Get("Last-Event-ID"), q.Get("last_event_id"))
 	if err != nil {
-		a.writeError(w, r, err)
-		return nil, nil, false
+		return nil, err
 	}
-	opts.LastEventID, opts.Resume = n, resume
-	return ws, opts, true
+	req := domain.StreamRequest{ClientID: q.Get("client_id"), SessionID: q.Get("session_id"), LastEventID: n, Resume: resume}
+	wid := chi.URLParam(r, "wid")
+	stream, err := a.cfg.Streams.Subscribe(caller(r, req.ClientID), wid, req)
+	if err != nil {
+		return nil, err
+	}
+	return &streamCall{stream: stream, workspaceID: wid, clientID: req.ClientID}, nil
 }
 
 // streamEnded answers a claim refusal, which comes before the stream
@@ -222,7 +187,7 @@ func (a *API) streamEnded(w http.ResponseWriter, r *http.Request, st *streamCall
 		return
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		a.log.Debug("stream ended", "workspace_id", st.ws.ID, "client_id", st.opts.ClientID, "err", err)
+		a.log.Debug("stream ended", "workspace_id", st.workspaceID, "client_id", st.clientID, "err", err)
 	}
 }
 
@@ -252,7 +217,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	s, err := a.cfg.Sessions.Create(r.Context(), chi.URLParam(r, "wid"), req)
+	s, err := a.cfg.Sessions.Create(caller(r, req.ClientID), chi.URLParam(r, "wid"), req)
 	a.Respond(w, r, http.StatusCreated, s, err)
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
-	"github.com/tandem-dev/tandem/internal/cluster"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
 )
 
@@ -30,7 +29,7 @@ func DefaultNodeID() string {
 }
 
 // joinCluster opens the cluster's store and bus.
-func (s *Server) joinCluster(ctx context.Context) (*cluster.Fences, error) {
+func (s *Server) joinCluster(ctx context.Context) (*postgres.Fences, error) {
 	cfg := s.cfg
 	if cfg.StoreURL == "" || cfg.BusURL == "" {
 		return nil, errors.New("a cluster needs both a store (--store postgres://HOST/DB) and a bus (--bus nats://HOST:PORT)")
@@ -47,7 +46,7 @@ func (s *Server) joinCluster(ctx context.Context) (*cluster.Fences, error) {
 		db.Close()
 		return nil, err
 	}
-	// Forwarded requests go on a connection of their own: a burst of
+	// Commands between nodes go on a connection of their own: a burst of
 	// events never queues a prompt behind it.
 	nc, err := nats.Connect(cfg.BusURL, nats.Name(s.nodeID+"/forward"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond))
@@ -57,7 +56,7 @@ func (s *Server) joinCluster(ctx context.Context) (*cluster.Fences, error) {
 		return nil, fmt.Errorf("connect to the bus: %w", err)
 	}
 	s.bus, s.natsc = nb, nc
-	return cluster.NewFences(db), nil
+	return postgres.NewFences(db), nil
 }
 
 // leaveCluster hands this node's workspaces over and closes the bus.

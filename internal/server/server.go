@@ -31,6 +31,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -192,7 +193,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, dir: dir, providers: registry.New(), nodeID: nodeID}
 	var (
 		db       store.Store
-		fences   *cluster.Fences
+		fences   *postgres.Fences
 		follower *bus.Follower
 	)
 	if cfg.StoreURL != "" || cfg.BusURL != "" {
@@ -284,6 +285,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if app == nil {
 		app = web.Handler()
 	}
+	services := localDomain(s.workspaces, s.sessions, s.runs)
+	if fences != nil {
+		// A node of a cluster: every call on a workspace goes to its
+		// owner, through the router.
+		s.node = cluster.New(cluster.Config{
+			NodeID:     nodeID,
+			Store:      fences,
+			Bus:        s.bus,
+			NATS:       s.natsc,
+			Workspaces: s.workspaces,
+			Local:      services,
+			Recover:    s.runs,
+			LeaseTTL:   cfg.LeaseTTL,
+			Tick:       cfg.ClusterTick,
+			Logger:     cfg.Logger,
+		})
+		services = s.node.Domain()
+	}
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
@@ -292,34 +311,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		BodyTimeout:    cfg.BodyTimeout,
 		AllowedOrigins: cfg.AllowedOrigins,
 		App:            app,
-		Workspaces:     s.workspaces,
-		Sessions:       s.sessions,
-		Agent:          s.runs,
+		Services:       services,
 		NodeID:         nodeID,
 		Logger:         cfg.Logger,
 	})
 	handler := s.api.Handler()
-	if fences != nil {
-		s.node = cluster.New(cluster.Config{
-			NodeID:     nodeID,
-			Store:      fences,
-			Bus:        s.bus,
-			NATS:       s.natsc,
-			Workspaces: s.workspaces,
-			Recover:    s.runs,
-			Token:      cfg.Token,
-			LeaseTTL:   cfg.LeaseTTL,
-			Tick:       cfg.ClusterTick,
-			MaxBody:    cfg.MaxBody,
-			Logger:     cfg.Logger,
-		})
-		if err := s.node.Start(handler); err != nil {
+	if s.node != nil {
+		if err := s.node.Start(); err != nil {
 			s.leaveCluster()
 			db.Close()
 			dir.Close()
 			return nil, err
 		}
-		handler = s.node.Handler(handler)
 	}
 	s.http = &http.Server{
 		Handler: handler,

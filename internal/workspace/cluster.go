@@ -91,12 +91,11 @@ func (w *Workspace) Own(pub bus.Publisher, head int64) {
 // Disown ends this node's ownership: nothing more is emitted, the
 // workspace closes here (its runs end without writing: the store refuses
 // them), its publisher closes and its streams go on from the bus. Streams
-// stay connected.
+// stay connected. The cluster releases the other nodes' claims after.
 func (w *Workspace) Disown(reason string) {
 	if !w.owned.Swap(false) {
 		return
 	}
-	w.dropRemoteClaims()
 	w.close(reason, false)
 	l := &w.log
 	l.mu.Lock()
@@ -166,99 +165,20 @@ func (w *Workspace) StreamCounts() map[string]int {
 	return out
 }
 
-// SetRemoteClaims makes the owner count the streams another node reported
-// (clients: open streams per client) as claims, like its own: they keep
-// the workspace open, announce client.attached and client.detached, and a
-// client gone from every node loses its tools after the detach grace. A
-// report replaces the node's previous one; nil releases them all. stamp
-// orders a node's reports: one that arrives after a later one (stamped
-// higher) is stale, and ignored.
-func (w *Workspace) SetRemoteClaims(node string, stamp uint64, clients map[string]int) {
-	w.remoteMu.Lock()
-	defer w.remoteMu.Unlock()
-	if w.remoteStamp == nil {
-		w.remoteStamp = map[string]uint64{}
+// Claim counts one more stream of clientID, open on another node, as a
+// claim on the workspace, like a stream here: it keeps the workspace open
+// and the client's first is announced. The cluster keeps the other nodes'
+// reports and calls it on the owner.
+func (w *Workspace) Claim(clientID string) error {
+	first, err := w.attach(clientID)
+	if err != nil {
+		return err
 	}
-	if last, ok := w.remoteStamp[node]; ok && stamp <= last {
-		return
+	if first {
+		w.announcePresence(proto.EventClientAttached, clientID)
 	}
-	w.remoteStamp[node] = stamp
-	w.setRemoteClaimsLocked(node, clients)
+	return nil
 }
 
-// releaseRemoteClaims releases every claim of node, and forgets its
-// reports: whatever it reports next counts.
-func (w *Workspace) releaseRemoteClaims(node string) {
-	w.remoteMu.Lock()
-	defer w.remoteMu.Unlock()
-	delete(w.remoteStamp, node)
-	w.setRemoteClaimsLocked(node, nil)
-}
-
-// setRemoteClaimsLocked applies a report of node. Call with remoteMu held.
-func (w *Workspace) setRemoteClaimsLocked(node string, clients map[string]int) {
-	if w.remote == nil {
-		w.remote = map[string]map[string]int{}
-		w.remoteSeen = map[string]time.Time{}
-	}
-	have := w.remote[node]
-	if have == nil {
-		have = map[string]int{}
-	}
-	for id, n := range clients {
-		for have[id] < n {
-			first, err := w.attach(id)
-			if err != nil {
-				break // closing or stopping: the next report tries again
-			}
-			have[id]++
-			if first {
-				w.announcePresence(proto.EventClientAttached, id)
-			}
-		}
-	}
-	for id, n := range have {
-		for ; n > clients[id]; n-- {
-			w.release(id)
-		}
-		if n == 0 {
-			delete(have, id)
-		} else {
-			have[id] = n
-		}
-	}
-	if len(have) == 0 {
-		delete(w.remote, node)
-		delete(w.remoteSeen, node)
-		return
-	}
-	w.remote[node] = have
-	w.remoteSeen[node] = time.Now()
-}
-
-// ExpireRemoteClaims releases the claims of nodes that reported nothing
-// for maxAge: they died or lost touch, and their streams with them.
-func (w *Workspace) ExpireRemoteClaims(maxAge time.Duration) {
-	w.remoteMu.Lock()
-	defer w.remoteMu.Unlock()
-	for node, seen := range w.remoteSeen {
-		if time.Since(seen) > maxAge {
-			delete(w.remoteStamp, node)
-			w.setRemoteClaimsLocked(node, nil)
-		}
-	}
-}
-
-// dropRemoteClaims releases every other node's claims (this node no
-// longer owns the workspace: they report to the new owner).
-func (w *Workspace) dropRemoteClaims() {
-	w.remoteMu.Lock()
-	nodes := make([]string, 0, len(w.remoteStamp))
-	for node := range w.remoteStamp {
-		nodes = append(nodes, node)
-	}
-	w.remoteMu.Unlock()
-	for _, node := range nodes {
-		w.releaseRemoteClaims(node)
-	}
-}
+// Unclaim ends a claim Claim made.
+func (w *Workspace) Unclaim(clientID string) { w.release(clientID) }

@@ -304,27 +304,18 @@ func TestEventsArePublishedOnTheBusAfterCommit(t *testing.T) {
 	require.Equal(t, want, got)
 }
 
-// The owner applies each node's claims reports as they are stamped, not
-// as they arrive: a report overtaken by a later one (a stream opened and
-// closed at once, reported twice) changes nothing. A node whose claims
-// expired starts afresh, as after its restart.
-func TestStaleClaimsReportIsIgnored(t *testing.T) {
+// A stream another node reports is a claim like one here: it counts the
+// client, and its end releases it.
+func TestClaimsOfOtherNodesCount(t *testing.T) {
 	ws, _ := openWorkspace(t, nil)
-	ws.SetRemoteClaims("n2", 2, map[string]int{"c": 1})
-	ws.SetRemoteClaims("n2", 1, nil) // sent before, arrived after
-	require.True(t, ws.HasClient("c"), "the later report holds")
-	require.Equal(t, 1, ws.Info().Clients)
-	ws.SetRemoteClaims("n2", 2, nil) // a duplicate
+	require.NoError(t, ws.Claim("c"))
+	require.NoError(t, ws.Claim("c"))
 	require.True(t, ws.HasClient("c"))
-	ws.SetRemoteClaims("n2", 3, nil)
-	require.False(t, ws.HasClient("c"))
-
-	ws.SetRemoteClaims("n2", 4, map[string]int{"c": 2})
 	require.Equal(t, 2, ws.Info().Clients)
-	ws.ExpireRemoteClaims(0)
+	ws.Unclaim("c")
+	ws.Unclaim("c")
+	require.False(t, ws.HasClient("c"))
 	require.Zero(t, ws.Info().Clients)
-	ws.SetRemoteClaims("n2", 1, map[string]int{"c": 1})
-	require.Equal(t, 1, ws.Info().Clients, "a report after the expiry counts, whatever its stamp")
 }
 
 // reservingStore tells of each seq reservation on reserved and holds the

@@ -48,13 +48,6 @@ type Workspace struct {
 	owned  atomic.Bool
 	feedMu sync.Mutex
 	feed   *bus.Feed // the bus feed of a follower's streams
-	// remote holds the streams other nodes reported, per node and client,
-	// as counted in streams (owner only); remoteSeen when each reported,
-	// remoteStamp the stamp of each one's last report applied.
-	remoteMu    sync.Mutex
-	remote      map[string]map[string]int
-	remoteSeen  map[string]time.Time
-	remoteStamp map[string]uint64
 }
 
 // newWorkspace makes the run-time workspace of rec, whose events are

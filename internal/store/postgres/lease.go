@@ -11,38 +11,22 @@ import (
 	"github.com/tandem-dev/tandem/internal/store"
 )
 
-// ErrLeaseHeld is returned by AcquireLease when another node holds a live
-// lease on the workspace; the error is a *HeldError naming it.
-var ErrLeaseHeld = errors.New("workspace lease held by another node")
+// The lease types are the store package's, so the cluster depends on
+// what a store offers and not on this one; these names keep this
+// package's API.
+var (
+	// ErrLeaseHeld is store.ErrLeaseHeld.
+	ErrLeaseHeld = store.ErrLeaseHeld
+	// ErrLeaseLost is store.ErrLeaseLost.
+	ErrLeaseLost = store.ErrLeaseLost
+)
 
-// ErrLeaseLost is returned by every write of a Fenced store, and by
-// RenewLease, once the lease is no longer held: it expired, or another
-// node took the workspace over. The node must stop acting as its owner.
-var ErrLeaseLost = errors.New("workspace lease lost")
-
-// Lease is a node's hold on a workspace: while it holds it, the node is the
-// workspace's owner (section 8 of the contract).
-type Lease struct {
-	WorkspaceID string
-	// Owner is the holding node's id.
-	Owner string
-	// Epoch grows by one each time the workspace gets a new owner (a
-	// node taking it back after releasing it is a new owner too).
-	Epoch int64
-	// Expires is when the lease ends unless renewed, by the database's
-	// clock. Zero for a released lease.
-	Expires time.Time
-}
-
-// HeldError is ErrLeaseHeld with the lease that is held.
-type HeldError struct{ Held Lease }
-
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("workspace %s: lease held by %s (epoch %d) until %s",
-		e.Held.WorkspaceID, e.Held.Owner, e.Held.Epoch, e.Held.Expires.Format(time.RFC3339Nano))
-}
-
-func (e *HeldError) Unwrap() error { return ErrLeaseHeld }
+type (
+	// Lease is store.Lease.
+	Lease = store.Lease
+	// HeldError is store.HeldError.
+	HeldError = store.HeldError
+)
 
 // Leaser is workspace ownership kept in the database. Lease calls go
 // straight to the pool, never behind the group commit's queue: a renewal

@@ -1,4 +1,4 @@
-package cluster
+package postgres
 
 import (
 	"context"
@@ -6,46 +6,46 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// Fences is the store of a cluster node: PostgreSQL, with every write
+// Fences is the store of a cluster node: the database, with every write
 // about a workspace checked, in its transaction, against the lease this
-// node holds on that workspace (postgres.Fenced). A node that does not
+// node holds on that workspace (Fenced). A node that does not
 // hold the workspace's lease, or lost it (expired while the process was
 // paused, taken over by another node), writes nothing for it: the write
-// fails with postgres.ErrLeaseLost, which the API answers as 503
+// fails with ErrLeaseLost, which the API answers as 503
 // workspace_unavailable.
 //
 // Writes that name no workspace (a message put on its own, a session
 // touched, an approval for the session) go unfenced; the event log, where
 // every state change of a run is recorded, always names its workspace.
 type Fences struct {
-	*postgres.DB
+	*DB
 
 	mu     sync.RWMutex
-	fenced map[string]postgres.FencedStore
+	fenced map[string]FencedStore
 }
 
 var _ store.Store = (*Fences)(nil)
 
 // NewFences wraps db; it holds no lease yet.
-func NewFences(db *postgres.DB) *Fences {
-	return &Fences{DB: db, fenced: map[string]postgres.FencedStore{}}
+func NewFences(db *DB) *Fences {
+	return &Fences{DB: db, fenced: map[string]FencedStore{}}
 }
 
-func (f *Fences) hold(l postgres.Lease) {
+// Hold fences the workspace's writes on l, from now on.
+func (f *Fences) Hold(l Lease) {
 	f.mu.Lock()
 	f.fenced[l.WorkspaceID] = f.DB.Fenced(l)
 	f.mu.Unlock()
 }
 
-func (f *Fences) drop(workspaceID string) {
+// Drop refuses the workspace's writes, from now on.
+func (f *Fences) Drop(workspaceID string) {
 	f.mu.Lock()
 	delete(f.fenced, workspaceID)
 	f.mu.Unlock()
@@ -59,11 +59,11 @@ func (e *notOwner) Error() string {
 }
 
 func (e *notOwner) Unwrap() []error {
-	return []error{postgres.ErrLeaseLost, tandem.Errorf(proto.CodeWorkspaceUnavailable,
+	return []error{ErrLeaseLost, tandem.Errorf(proto.CodeWorkspaceUnavailable,
 		"workspace %s is changing owner; try again", e.workspaceID)}
 }
 
-func (f *Fences) of(workspaceID string) (postgres.FencedStore, error) {
+func (f *Fences) of(workspaceID string) (FencedStore, error) {
 	f.mu.RLock()
 	s := f.fenced[workspaceID]
 	f.mu.RUnlock()
@@ -75,13 +75,13 @@ func (f *Fences) of(workspaceID string) (postgres.FencedStore, error) {
 
 // fenced runs a write on the workspace's fenced store and gives a lost
 // lease the contract's meaning.
-func (f *Fences) fenced1(workspaceID string, write func(s postgres.FencedStore) error) error {
+func (f *Fences) fenced1(workspaceID string, write func(s FencedStore) error) error {
 	s, err := f.of(workspaceID)
 	if err != nil {
 		return err
 	}
 	if err := write(s); err != nil {
-		if errors.Is(err, postgres.ErrLeaseLost) {
+		if errors.Is(err, ErrLeaseLost) {
 			return fmt.Errorf("%w (%w)", &notOwner{workspaceID}, err)
 		}
 		return err
@@ -91,32 +91,32 @@ func (f *Fences) fenced1(workspaceID string, write func(s postgres.FencedStore) 
 
 // ReserveSeq implements store.Store, fenced.
 func (f *Fences) ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error {
-	return f.fenced1(workspaceID, func(s postgres.FencedStore) error { return s.ReserveSeq(ctx, workspaceID, upTo) })
+	return f.fenced1(workspaceID, func(s FencedStore) error { return s.ReserveSeq(ctx, workspaceID, upTo) })
 }
 
 // SetRecoveredThrough implements store.Store, fenced.
 func (f *Fences) SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error {
-	return f.fenced1(workspaceID, func(s postgres.FencedStore) error { return s.SetRecoveredThrough(ctx, workspaceID, seq) })
+	return f.fenced1(workspaceID, func(s FencedStore) error { return s.SetRecoveredThrough(ctx, workspaceID, seq) })
 }
 
 // CreateSession implements store.Store, fenced.
 func (f *Fences) CreateSession(ctx context.Context, sess store.Session) error {
-	return f.fenced1(sess.WorkspaceID, func(s postgres.FencedStore) error { return s.CreateSession(ctx, sess) })
+	return f.fenced1(sess.WorkspaceID, func(s FencedStore) error { return s.CreateSession(ctx, sess) })
 }
 
 // UpdateSession implements store.Store, fenced.
 func (f *Fences) UpdateSession(ctx context.Context, sess store.Session) error {
-	return f.fenced1(sess.WorkspaceID, func(s postgres.FencedStore) error { return s.UpdateSession(ctx, sess) })
+	return f.fenced1(sess.WorkspaceID, func(s FencedStore) error { return s.UpdateSession(ctx, sess) })
 }
 
 // DeleteSession implements store.Store, fenced.
 func (f *Fences) DeleteSession(ctx context.Context, workspaceID, id string) error {
-	return f.fenced1(workspaceID, func(s postgres.FencedStore) error { return s.DeleteSession(ctx, workspaceID, id) })
+	return f.fenced1(workspaceID, func(s FencedStore) error { return s.DeleteSession(ctx, workspaceID, id) })
 }
 
 // AppendEvent implements store.Store, fenced.
 func (f *Fences) AppendEvent(ctx context.Context, e store.Event) error {
-	return f.fenced1(e.WorkspaceID, func(s postgres.FencedStore) error { return s.AppendEvent(ctx, e) })
+	return f.fenced1(e.WorkspaceID, func(s FencedStore) error { return s.AppendEvent(ctx, e) })
 }
 
 // AppendEvents implements store.Store, fenced; a batch is of one workspace.
@@ -124,12 +124,12 @@ func (f *Fences) AppendEvents(ctx context.Context, es []store.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
-	return f.fenced1(es[0].WorkspaceID, func(s postgres.FencedStore) error { return s.AppendEvents(ctx, es) })
+	return f.fenced1(es[0].WorkspaceID, func(s FencedStore) error { return s.AppendEvents(ctx, es) })
 }
 
 // PutPending implements store.Store, fenced.
 func (f *Fences) PutPending(ctx context.Context, p store.Pending) error {
-	return f.fenced1(p.WorkspaceID, func(s postgres.FencedStore) error { return s.PutPending(ctx, p) })
+	return f.fenced1(p.WorkspaceID, func(s FencedStore) error { return s.PutPending(ctx, p) })
 }
 
 // ResolvePending implements store.Store, fenced: of answers racing on
@@ -153,13 +153,5 @@ func (f *Fences) DeletePending(ctx context.Context, requestID string) error {
 	if err != nil {
 		return err
 	}
-	return f.fenced1(p.WorkspaceID, func(s postgres.FencedStore) error { return s.DeletePending(ctx, requestID) })
-}
-
-// live reports whether a lease read from the store is held now. The
-// store's clock decides expiry on writes; this read side compares with
-// the local clock, which only makes a node ask a dead owner a little
-// longer or take over a little earlier, never write without a lease.
-func live(l postgres.Lease, now time.Time) bool {
-	return !l.Expires.IsZero() && l.Expires.After(now)
+	return f.fenced1(p.WorkspaceID, func(s FencedStore) error { return s.DeletePending(ctx, requestID) })
 }

@@ -1,8 +1,7 @@
-package cluster
+package postgres
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -11,15 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-func event(wsID string, seq int64) store.Event {
+func fencedEvent(wsID string, seq int64) store.Event {
 	return store.Event{Seq: seq, WorkspaceID: wsID, Type: proto.EventSessionLog, Envelope: []byte(`{}`)}
 }
 
@@ -29,34 +25,34 @@ func event(wsID string, seq int64) store.Event {
 // contract's workspace_unavailable, and nothing reaches the database.
 func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.Database(t), postgres.Options{})
+	db, err := Open(ctx, pgtest.Database(t), Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	w, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: "/w", CreatedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	f := NewFences(db)
 
-	err = f.AppendEvent(ctx, event(w.ID, 1))
-	require.ErrorIs(t, err, postgres.ErrLeaseLost, "no lease, no write")
+	err = f.AppendEvent(ctx, fencedEvent(w.ID, 1))
+	require.ErrorIs(t, err, ErrLeaseLost, "no lease, no write")
 	assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
 
 	old, err := db.AcquireLease(ctx, w.ID, "node-a", 200*time.Millisecond)
 	require.NoError(t, err)
-	f.hold(old)
-	require.NoError(t, f.AppendEvent(ctx, event(w.ID, 2)))
+	f.Hold(old)
+	require.NoError(t, f.AppendEvent(ctx, fencedEvent(w.ID, 2)))
 	asked := store.Pending{RequestID: uuid.NewString(), WorkspaceID: w.ID, Kind: "permission", Data: []byte(`{}`), CreatedAt: time.Now().UTC()}
 	require.NoError(t, f.PutPending(ctx, asked))
 
 	// Another node takes over once the lease ran out; node-a still
 	// believes it owns the workspace.
-	var taken postgres.Lease
+	var taken Lease
 	require.Eventually(t, func() bool {
 		taken, err = db.AcquireLease(ctx, w.ID, "node-b", time.Minute)
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Greater(t, taken.Epoch, old.Epoch)
 	for _, write := range []func() error{
-		func() error { return f.AppendEvents(ctx, []store.Event{event(w.ID, 3)}) },
+		func() error { return f.AppendEvents(ctx, []store.Event{fencedEvent(w.ID, 3)}) },
 		func() error { return f.ReserveSeq(ctx, w.ID, 5000) },
 		func() error {
 			return f.PutPending(ctx, store.Pending{RequestID: uuid.NewString(), WorkspaceID: w.ID, Kind: "permission", Data: []byte(`{}`), CreatedAt: time.Now().UTC()})
@@ -68,7 +64,7 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 		func() error { return f.SettlePending(ctx, w.ID, asked.RequestID) },
 	} {
 		err := write()
-		require.ErrorIs(t, err, postgres.ErrLeaseLost)
+		require.ErrorIs(t, err, ErrLeaseLost)
 		assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
 	}
 	evs, err := db.WorkspaceEvents(ctx, w.ID, 0, 0, 0)
