@@ -135,7 +135,7 @@ func (f *Fences) PutPending(ctx context.Context, p store.Pending) error {
 // ResolvePending implements store.Store, fenced: of answers racing on
 // several nodes, only the owner's can win.
 func (f *Fences) ResolvePending(ctx context.Context, workspaceID, requestID string, data json.RawMessage) (won bool, err error) {
-	err = f.fenced1(workspaceID, func(s postgres.FencedStore) error {
+	err = f.fenced1(workspaceID, func(s FencedStore) error {
 		won, err = s.ResolvePending(ctx, workspaceID, requestID, data)
 		return err
 	})
@@ -144,7 +144,7 @@ func (f *Fences) ResolvePending(ctx context.Context, workspaceID, requestID stri
 
 // SettlePending implements store.Store, fenced.
 func (f *Fences) SettlePending(ctx context.Context, workspaceID, requestID string) error {
-	return f.fenced1(workspaceID, func(s postgres.FencedStore) error { return s.SettlePending(ctx, workspaceID, requestID) })
+	return f.fenced1(workspaceID, func(s FencedStore) error { return s.SettlePending(ctx, workspaceID, requestID) })
 }
 
 // DeletePending implements store.Store, fenced on the request's workspace.
