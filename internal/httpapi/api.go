@@ -55,7 +55,11 @@ type Config struct {
 	Workspaces *workspace.Manager
 	Sessions   *session.Service
 	Agent      Agent
-	Logger     *slog.Logger
+	// MayAllowAll reports whether the request's caller may make a session
+	// whose permission_mode is allow_all by importing it (section 9: the
+	// owner role). nil: nobody may; imports of such sessions ask.
+	MayAllowAll func(r *http.Request) bool
+	Logger      *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -177,6 +181,7 @@ func (a *API) Handler() http.Handler {
 					r.Post("/", a.createSession)
 					r.Get("/", a.listSessions)
 					r.Get("/last", a.lastSession)
+					r.Post("/import", a.importSession)
 					r.Route("/{sid}", func(r chi.Router) {
 						r.Get("/", a.getSession)
 						r.Patch("/", a.updateSession)
@@ -188,6 +193,7 @@ func (a *API) Handler() http.Handler {
 						r.Post("/resume", a.resume)
 						r.Post("/compact", a.compact)
 						r.Get("/pending", a.pending)
+						a.routeRewinds(r)
 					})
 				})
 			})

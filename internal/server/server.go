@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
 	"github.com/tandem-dev/tandem/internal/cluster"
@@ -268,6 +269,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Configs:     configs,
 		MCP:         coordinator.MCPOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
+		Checkpoints: checkpoint.NewManager(filepath.Join(dir.Path(), "checkpoints")),
 		Getenv:      cfg.Getenv,
 		Logger:      cfg.Logger,
 	})

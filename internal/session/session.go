@@ -64,6 +64,9 @@ type Settings struct {
 	MCPServerNames []string `json:"mcp_server_names,omitempty"`
 	// Compaction is nil for proto.DefaultCompaction.
 	Compaction *proto.Compaction `json:"compaction,omitempty"`
+	// ForkedFrom and ImportedFrom say where a fork or an import came from.
+	ForkedFrom   *proto.ForkedFrom   `json:"forked_from,omitempty"`
+	ImportedFrom *proto.ImportedFrom `json:"imported_from,omitempty"`
 }
 
 // CompactionOrDefault is the session's compaction settings.
@@ -557,6 +560,8 @@ func (s *Service) viewWith(ws *workspace.Workspace, rec store.Session, cat *mode
 		Context:         s.context(ws, rec, settings, cat),
 		Usage:           rec.Usage,
 		Compaction:      settings.CompactionOrDefault(),
+		ForkedFrom:      settings.ForkedFrom,
+		ImportedFrom:    settings.ImportedFrom,
 	}
 }
 
