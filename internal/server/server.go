@@ -18,9 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/agent"
-	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/cluster"
 	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/config"
