@@ -8,6 +8,7 @@ import { useHighlightVersion } from './context';
 import { ToolCard } from './Cards';
 import { who } from './SessionView';
 import { Icon } from './Icon';
+import { MessageActions } from './Rewind';
 
 /** Markdown renders untrusted markdown, sanitized. */
 export const Markdown = memo(function Markdown({ text }: { text: string }) {
@@ -68,6 +69,7 @@ export function MessageView(props: {
             );
           return null;
         })}
+        <MessageActions session={s} message={m} />
       </article>
     );
   }
