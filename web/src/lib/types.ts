@@ -212,6 +212,7 @@ export const EVENT_TYPES = [
   'session.model_changed',
   'session.log',
   'session.idle',
+  'session.rewound',
   'session.compaction_started',
   'session.compaction_completed',
   'run.accepted',
