@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -47,14 +46,7 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 				if tool == "write" {
 					prompt = fmt.Sprintf(`/tool write {"path":"d00/f0000.txt","content":"run %d\n"}`, n)
 				}
-				status, raw := benchPost(b, client, base+"/v1/workspaces/"+ws.ID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: prompt})
-				require.Equal(b, http.StatusAccepted, status, "%s", raw)
-				var acc proto.PromptAccepted
-				require.NoError(b, json.Unmarshal(raw, &acc))
-				waitFrame(b, frames, func(f frame) bool {
-					return f.Event == proto.EventRunCompleted && bytes.Contains([]byte(f.Data), []byte(acc.RunID))
-				})
-				waitFrame(b, frames, func(f frame) bool { return f.Event == proto.EventSessionIdle })
+				benchRunToIdle(b, client, base, ws.ID, sess.ID, prompt, frames)
 				n++
 			}
 			run() // the first checkpoint stores every file once

@@ -208,6 +208,18 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	if active, queued := sr.current(); active != nil || len(queued) > 0 || sr.idle != nil {
 		return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run active or queued; cancel it or wait for it to end before rewinding", rec.ID)
 	}
+	// A run parked on a permission or a client's tool, suspended (not in
+	// memory), is a run of the session too: it would go on from a history
+	// the rewind took away.
+	pend, err := c.cfg.Store.ListPending(ctx, ws.ID)
+	if err != nil {
+		return proto.RewindResult{}, fmt.Errorf("list pending work of %s: %w", ws.ID, err)
+	}
+	for _, p := range pend {
+		if p.SessionID == rec.ID {
+			return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run waiting on an answer (request %s); answer or cancel it before rewinding", rec.ID, p.RequestID)
+		}
+	}
 	ck, list, err := c.checkpoint(ctx, rec.ID, req.CheckpointID)
 	if err != nil {
 		return proto.RewindResult{}, err

@@ -116,18 +116,11 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export, all
 	if err := validMessages(doc.Messages); err != nil {
 		return proto.Session{}, err
 	}
-	if req.PermissionMode == "allow_all" && !allowAll {
+	if req.PermissionMode == "" || (req.PermissionMode == "allow_all" && !allowAll) {
 		req.PermissionMode = "ask"
 	}
-	if req.PermissionMode == "" {
-		req.PermissionMode = "ask"
-	}
-	if req.Model == "" {
-		cfg, err := s.config(ws)
-		if err != nil {
-			return proto.Session{}, err
-		}
-		req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
+	if err := s.defaultModel(ws, &req); err != nil {
+		return proto.Session{}, err
 	}
 	settings := Settings{
 		SystemMessage: req.SystemMessage, AvailableTools: req.AvailableTools, ExcludedTools: req.ExcludedTools,

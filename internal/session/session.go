@@ -206,12 +206,8 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
-	if req.Model == "" {
-		cfg, err := s.config(ws)
-		if err != nil {
-			return proto.Session{}, err
-		}
-		req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
+	if err := s.defaultModel(ws, &req); err != nil {
+		return proto.Session{}, err
 	}
 	settings := Settings{
 		SystemMessage:  req.SystemMessage,
@@ -298,6 +294,19 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		return proto.Session{}, err
 	}
 	return sess, nil
+}
+
+// defaultModel gives a request without a model the workspace's default.
+func (s *Service) defaultModel(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
+	if req.Model != "" {
+		return nil
+	}
+	cfg, err := s.config(ws)
+	if err != nil {
+		return err
+	}
+	req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
+	return nil
 }
 
 // config is the workspace's configuration; an invalid workspace file is
