@@ -203,11 +203,12 @@ func TestRewindAfterBash(t *testing.T) {
 	// A rewind of the history alone leaves the files.
 	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("echo four > a.txt"))
 	cks = e.checkpoints(ws.ID, sess.ID)
-	require.Len(t, cks, 2)
-	e.must(http.StatusOK, "POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[0].ID, "files": false}, &res)
+	require.Len(t, cks, 3, "the checkpoint rewound to stays, the new run adds its own")
+	e.must(http.StatusOK, "POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[1].ID, "files": false}, &res)
 	assert.Equal(t, []proto.FileChange{}, res.Files)
 	assert.Equal(t, "four\n", readTree(t, e.workDir)["a.txt"])
-	assert.Len(t, e.checkpoints(ws.ID, sess.ID), 1, "later checkpoints are dropped")
+	assert.Len(t, e.checkpoints(ws.ID, sess.ID), 2, "later checkpoints are dropped")
+	assert.Equal(t, ids(kept), ids(e.messages(ws.ID, sess.ID)))
 }
 
 func ids(msgs []proto.Message) []string {
