@@ -32,6 +32,11 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
+// ErrNotHere is wrapped by the errors of a checkpoint whose files are not
+// in this repository: in a cluster, a checkpoint another node took before
+// it lost the workspace.
+var ErrNotHere = errors.New("the checkpoint's files are not on this node")
+
 // MaxFileSize bounds the files a checkpoint records; a bigger one is left
 // out of it (and so never touched by a rewind).
 const MaxFileSize = 64 << 20
@@ -287,6 +292,9 @@ func (r *Repo) writeDir(d *dirNode) (plumbing.Hash, error) {
 func (r *Repo) files(commit string) (map[string]entry, error) {
 	h := plumbing.NewHash(commit)
 	c, err := object.GetCommit(r.st, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return nil, fmt.Errorf("read checkpoint %s: %w", commit, ErrNotHere)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s: %w", commit, err)
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -174,7 +176,7 @@ func (c *Coordinator) CheckpointDiff(ctx context.Context, wsID, sessionID, check
 	}
 	files, diff, err := repo.Diff(ck.Commit, now)
 	if err != nil {
-		return proto.CheckpointDiff{}, err
+		return proto.CheckpointDiff{}, notHere(ck, err)
 	}
 	return proto.CheckpointDiff{Files: files, Diff: diff}, nil
 }
@@ -236,7 +238,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	if files && !req.Force && last.End != "" {
 		edited, err := repo.Changes(last.End, now)
 		if err != nil {
-			return proto.RewindResult{}, err
+			return proto.RewindResult{}, notHere(last, err)
 		}
 		if len(edited) > 0 {
 			return proto.RewindResult{}, conflict(edited)
@@ -245,7 +247,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	res := proto.RewindResult{Files: []proto.FileChange{}}
 	if files {
 		if res.Files, err = repo.Restore(ctx, ck.Commit, now); err != nil {
-			return proto.RewindResult{}, fmt.Errorf("rewind files of session %s: %w", rec.ID, err)
+			return proto.RewindResult{}, notHere(ck, fmt.Errorf("rewind files of session %s: %w", rec.ID, err))
 		}
 		if now, err = repo.Snapshot(ctx); err != nil {
 			return proto.RewindResult{}, err
@@ -294,6 +296,15 @@ func (c *Coordinator) runMessage(ctx context.Context, sessionID string, ck store
 		}
 	}
 	return "", nil
+}
+
+// notHere turns the error of a checkpoint recorded on another node (in a
+// cluster, before this one took the workspace over) into a 404 saying so.
+func notHere(ck store.Checkpoint, err error) error {
+	if errors.Is(err, checkpoint.ErrNotHere) {
+		return tandem.Errorf(proto.CodeCheckpointNotFound, "checkpoint %s was recorded on another node, which owned the workspace then; its files are not here", ck.ID)
+	}
+	return err
 }
 
 // conflict is the refusal of a rewind over files someone else changed.

@@ -87,6 +87,7 @@ var tests = []struct {
 	{"PendingSettled", testPendingSettled},
 	{"SessionApprovals", testSessionApprovals},
 	{"DeleteSessionCascade", testDeleteSessionCascade},
+	{"Rewinds", testRewinds},
 	{"ReopenPersists", testReopenPersists},
 	{"CanceledContext", testCanceledContext},
 	{"CanceledWritesAreAllOrNothing", testCanceledWritesAreAllOrNothing},
