@@ -260,8 +260,9 @@ func TestRewindRefusals(t *testing.T) {
 }
 
 // A rewind racing a new prompt: either the rewind wins (the prompt then
-// runs on the rewound session) or the prompt does (the rewind is
-// session_busy and changes nothing); never half of each.
+// runs on the rewound session, or had run wholly before it and is taken
+// back with the rest) or the prompt does (the rewind is session_busy and
+// changes nothing); never half of each.
 func TestRewindRacesPrompt(t *testing.T) {
 	e := startEnv(t)
 	writeTree(t, e.workDir, map[string]string{"a.txt": "0\n"})
@@ -275,9 +276,9 @@ func TestRewindRacesPrompt(t *testing.T) {
 		cks := e.checkpoints(ws.ID, sess.ID)
 		ck := cks[len(cks)-1]
 		require.Equal(t, ck.RunID, e.messages(ws.ID, sess.ID)[len(e.messages(ws.ID, sess.ID))-1].RunID)
-		before := e.messages(ws.ID, sess.ID)
+		msgs := e.messages(ws.ID, sess.ID)
 		ran := 0 // the checkpoint's run's messages
-		for _, m := range before {
+		for _, m := range msgs {
 			if m.RunID == ck.RunID {
 				ran++
 			}
@@ -301,23 +302,33 @@ func TestRewindRacesPrompt(t *testing.T) {
 		s.completion(acc.RunID)
 		s.until(proto.EventSessionIdle)
 		wins[status]++
+		// The prompt's run came wholly before the rewind (then the rewind
+		// took it back too) or wholly after it; never half.
+		promptRewound := map[bool]int{}
 		for _, m := range e.allMessages(ws.ID, sess.ID) {
 			switch m.RunID {
 			case acc.RunID:
-				assert.False(t, m.Rewound, "the prompt's run is never rewound")
+				promptRewound[m.Rewound]++
 			case ck.RunID:
 				assert.Equal(t, status == http.StatusOK, m.Rewound, "the checkpoint's run is rewound when the rewind won")
 			}
 		}
+		require.Len(t, promptRewound, 1, "the prompt's run is rewound whole or not at all")
+		before := promptRewound[true] > 0
 		live := e.messages(ws.ID, sess.ID)
 		switch status {
 		case http.StatusOK:
 			assert.Equal(t, aBefore, readTree(t, e.workDir)["a.txt"])
-			assert.Len(t, live, len(before)-ran+2)
+			if before {
+				assert.Len(t, live, len(msgs)-ran, "the prompt ran before the rewind, which took it back too")
+			} else {
+				assert.Len(t, live, len(msgs)-ran+2, "the prompt ran after the rewind")
+			}
 		case http.StatusConflict:
+			assert.False(t, before, "a refused rewind takes nothing back")
 			assert.Equal(t, proto.CodeSessionBusy, errorCode(t, raw))
 			assert.Equal(t, fmt.Sprintf("%d\n", i+1), readTree(t, e.workDir)["a.txt"])
-			assert.Len(t, live, len(before)+2, "nothing rewound")
+			assert.Len(t, live, len(msgs)+2, "nothing rewound")
 		default:
 			t.Fatalf("rewind answered %d: %s", status, raw)
 		}

@@ -81,3 +81,30 @@ test('fork from a message', async ({ env, page }) => {
   expect(problemsA).toEqual([]);
   await ctxB.close();
 });
+
+// Export downloads the session as a document; Import makes a new session
+// of it, with the same conversation.
+test('export and import a session from the session menu', async ({ env, page }) => {
+  const { ctxB, problemsA } = await twoPagesOnANewSession(page, env.tandem.url, env.workDir);
+  env.fake.script = () => ({ text: ['Exported answer.'] });
+  const prompt = page.getByRole('textbox', { name: 'Prompt', exact: true });
+  await prompt.fill('carry me over');
+  await prompt.press('Enter');
+  await expect(page.getByTestId('msg-assistant').last()).toContainText('Exported answer.');
+
+  await page.getByRole('button', { name: 'Session actions' }).click();
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('menuitem', { name: 'Export' }).click()]);
+  const file = join(env.workDir, '..', 'export.json');
+  await download.saveAs(file);
+  const doc = JSON.parse(readFileSync(file, 'utf8'));
+  expect(doc.format).toBe('tandem.session.v1');
+  expect(doc.messages).toHaveLength(2);
+
+  const before = page.url();
+  await page.getByTestId('import-file').setInputFiles(file);
+  await expect(page).not.toHaveURL(before);
+  await expect(page.getByTestId('msg-user')).toContainText('carry me over');
+  await expect(page.getByTestId('msg-assistant')).toContainText('Exported answer.');
+  expect(problemsA).toEqual([]);
+  await ctxB.close();
+});
