@@ -19,6 +19,20 @@ import (
 // size estimated for the context and compaction, usage counted and
 // summed). cpu-µs/run is the process's CPU (server and this client) per
 // run.
+// benchRunToIdle prompts the session and waits for its run's
+// run.completed and the session.idle after it on frames.
+func benchRunToIdle(b *testing.B, client *http.Client, base, wsID, sid, prompt string, frames <-chan frame) {
+	b.Helper()
+	status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/agent", proto.PromptRequest{SessionID: sid, Prompt: prompt})
+	require.Equal(b, http.StatusAccepted, status, "%s", raw)
+	var acc proto.PromptAccepted
+	require.NoError(b, json.Unmarshal(raw, &acc))
+	waitFrame(b, frames, func(f frame) bool {
+		return f.Event == proto.EventRunCompleted && bytes.Contains([]byte(f.Data), []byte(acc.RunID))
+	})
+	waitFrame(b, frames, func(f frame) bool { return f.Event == proto.EventSessionIdle })
+}
+
 func BenchmarkRunInLongSession(b *testing.B) {
 	for _, history := range []int{10, 200} {
 		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
@@ -31,16 +45,7 @@ func BenchmarkRunInLongSession(b *testing.B) {
 			require.NoError(b, json.Unmarshal(raw, &sess))
 			frames, stop := benchStream(b, base, wsID)
 			defer stop()
-			run := func(prompt string) {
-				status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/agent", proto.PromptRequest{SessionID: sess.ID, Prompt: prompt})
-				require.Equal(b, http.StatusAccepted, status, "%s", raw)
-				var acc proto.PromptAccepted
-				require.NoError(b, json.Unmarshal(raw, &acc))
-				waitFrame(b, frames, func(f frame) bool {
-					return f.Event == proto.EventRunCompleted && bytes.Contains([]byte(f.Data), []byte(acc.RunID))
-				})
-				waitFrame(b, frames, func(f frame) bool { return f.Event == proto.EventSessionIdle })
-			}
+			run := func(prompt string) { benchRunToIdle(b, client, base, wsID, sess.ID, prompt, frames) }
 			for i := range history {
 				run(fmt.Sprintf("earlier prompt %d: make the tests pass and explain what you changed", i))
 			}

@@ -28,6 +28,9 @@ type Message struct {
 	// (the sum over its retries), once the request is done. A summary
 	// message's is what its summary requests consumed.
 	Usage *Usage `json:"usage,omitempty"`
+	// Rewound marks a message a rewind took out of the history; only
+	// GET .../messages?include_rewound=true lists them.
+	Rewound bool `json:"rewound,omitempty"`
 }
 
 // Part types.

@@ -174,6 +174,10 @@ type Session struct {
 	// Usage is the session's runs' usage summed.
 	Usage      Usage      `json:"usage"`
 	Compaction Compaction `json:"compaction"`
+	// ForkedFrom and ImportedFrom say where a forked or imported session
+	// came from (section 11).
+	ForkedFrom   *ForkedFrom   `json:"forked_from,omitempty"`
+	ImportedFrom *ImportedFrom `json:"imported_from,omitempty"`
 }
 
 // SessionList is the body of GET .../sessions.

@@ -35,6 +35,8 @@ commands:
   run         send a prompt to the agent of the current directory and stream the answer
   attach      print a workspace's live events
   compact     summarize the current session's conversation to free its context window
+  export      write the current session as a document another server can import
+  import      make a new session from an exported document
   sessions    list the sessions of the current directory's workspace, with tokens and cost
   workspaces  list the server's workspaces
   web         open the web app in a browser, signed in
@@ -61,6 +63,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return attachCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "compact":
 		return compactCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "export":
+		return exportCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "import":
+		return importCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "sessions":
 		return sessionsCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "workspaces":

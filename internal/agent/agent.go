@@ -123,6 +123,13 @@ type Run struct {
 	Revive string
 	// Announce re-announces the requests a revived run still waits on.
 	Announce bool
+
+	// UserMessageID is set, as the run records its prompt, to its user
+	// message's id, for the hooks of its tools.
+	UserMessageID string
+	// Ending, when set, is called as the run ends, before its run.completed
+	// is queued (not when it is suspended).
+	Ending func()
 }
 
 // Steer is a prompt that joined a run (delivery steer). Its user message,
@@ -181,6 +188,9 @@ func (r *Runner) Execute(ctx context.Context, run *Run) Result {
 		x.settle()
 		x.log.Info("run suspended")
 		return res
+	}
+	if run.Ending != nil {
+		run.Ending()
 	}
 	usage := x.usage
 	// The run's usage reaches the session's totals with run.completed, in
@@ -319,6 +329,7 @@ func (x *execution) recordPrompt() {
 		user.Parts = append(user.Parts, a.Part)
 	}
 	x.userID = user.ID
+	x.run.UserMessageID = user.ID
 	x.save(&user, proto.EventMessageCreated)
 }
 

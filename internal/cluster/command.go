@@ -69,16 +69,26 @@ const (
 	opAnswerPermission = "pending.permission"
 	opAnswerToolCall   = "pending.tool_call"
 	opMCPServers       = "mcp.servers"
+	opAllMessages      = "session.all_messages"
+	opFork             = "session.fork"
+	opExport           = "session.export"
+	opImport           = "session.import"
+	opCheckpoints      = "rewind.checkpoints"
+	opCheckpointDiff   = "rewind.diff"
+	opRewind           = "rewind.rewind"
 )
 
 // command is a domain call on its way to the workspace's owner.
 type command struct {
-	Op          string `json:"op"`
-	WorkspaceID string `json:"workspace_id,omitempty"`
-	SessionID   string `json:"session_id,omitempty"`
-	RequestID   string `json:"request_id,omitempty"`
-	After       int64  `json:"after,omitempty"`
-	Limit       int    `json:"limit,omitempty"`
+	Op           string `json:"op"`
+	WorkspaceID  string `json:"workspace_id,omitempty"`
+	SessionID    string `json:"session_id,omitempty"`
+	RequestID    string `json:"request_id,omitempty"`
+	After        int64  `json:"after,omitempty"`
+	Limit        int    `json:"limit,omitempty"`
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+	// AllowAll is an import's permission to keep allow_all.
+	AllowAll bool `json:"allow_all,omitempty"`
 	// IDs are the workspaces of a views command.
 	IDs    []string       `json:"ids,omitempty"`
 	Caller *domain.Caller `json:"caller,omitempty"`
@@ -370,6 +380,20 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 		})
 	case opMCPServers:
 		return d.MCP.MCPServers(ctx, ws)
+	case opAllMessages:
+		return d.Sessions.AllMessages(ctx, ws, sid)
+	case opFork:
+		return with(c, func(req proto.ForkRequest) (any, error) { return d.Sessions.Fork(ctx, ws, sid, req) })
+	case opExport:
+		return d.Sessions.Export(ctx, ws, sid)
+	case opImport:
+		return with(c, func(doc proto.Export) (any, error) { return d.Sessions.Import(ctx, ws, doc, c.AllowAll) })
+	case opCheckpoints:
+		return d.Rewinds.Checkpoints(ctx, ws, sid)
+	case opCheckpointDiff:
+		return d.Rewinds.CheckpointDiff(ctx, ws, sid, c.CheckpointID)
+	case opRewind:
+		return with(c, func(req proto.RewindRequest) (any, error) { return d.Rewinds.Rewind(ctx, ws, sid, req) })
 	}
 	return nil, tandem.Invalid("unknown command %q", c.Op)
 }

@@ -22,6 +22,7 @@ func (n *Node) Domain() domain.Services {
 		Pending:    agentRouter{n},
 		MCP:        agentRouter{n},
 		Streams:    n.cfg.Local.Streams,
+		Rewinds:    agentRouter{n},
 	}
 }
 
@@ -161,6 +162,30 @@ func (r sessionRouter) Update(ctx context.Context, ws, sid string, req proto.Upd
 	})
 }
 
+func (r sessionRouter) AllMessages(ctx context.Context, ws, sid string) ([]proto.Message, error) {
+	return routed(ctx, r.n, command{Op: opAllMessages, WorkspaceID: ws, SessionID: sid}, nil, func() ([]proto.Message, error) {
+		return r.local().AllMessages(ctx, ws, sid)
+	})
+}
+
+func (r sessionRouter) Fork(ctx context.Context, ws, sid string, req proto.ForkRequest) (proto.Session, error) {
+	return routed(ctx, r.n, command{Op: opFork, WorkspaceID: ws, SessionID: sid}, req, func() (proto.Session, error) {
+		return r.local().Fork(ctx, ws, sid, req)
+	})
+}
+
+func (r sessionRouter) Export(ctx context.Context, ws, sid string) (proto.Export, error) {
+	return routed(ctx, r.n, command{Op: opExport, WorkspaceID: ws, SessionID: sid}, nil, func() (proto.Export, error) {
+		return r.local().Export(ctx, ws, sid)
+	})
+}
+
+func (r sessionRouter) Import(ctx context.Context, ws string, doc proto.Export, allowAll bool) (proto.Session, error) {
+	return routed(ctx, r.n, command{Op: opImport, WorkspaceID: ws, AllowAll: allowAll}, doc, func() (proto.Session, error) {
+		return r.local().Import(ctx, ws, doc, allowAll)
+	})
+}
+
 // agentRouter is domain.Runs, domain.Pending and domain.MCP on a cluster.
 type agentRouter struct{ n *Node }
 
@@ -224,5 +249,24 @@ func (r agentRouter) AnswerToolCall(ctx context.Context, ws, rid string, a proto
 func (r agentRouter) MCPServers(ctx context.Context, ws string) ([]proto.MCPServerStatus, error) {
 	return routed(ctx, r.n, command{Op: opMCPServers, WorkspaceID: ws}, nil, func() ([]proto.MCPServerStatus, error) {
 		return r.local().MCP.MCPServers(ctx, ws)
+	})
+}
+
+func (r agentRouter) Checkpoints(ctx context.Context, ws, sid string) ([]proto.Checkpoint, error) {
+	return routed(ctx, r.n, command{Op: opCheckpoints, WorkspaceID: ws, SessionID: sid}, nil, func() ([]proto.Checkpoint, error) {
+		return r.local().Rewinds.Checkpoints(ctx, ws, sid)
+	})
+}
+
+func (r agentRouter) CheckpointDiff(ctx context.Context, ws, sid, cid string) (proto.CheckpointDiff, error) {
+	c := command{Op: opCheckpointDiff, WorkspaceID: ws, SessionID: sid, CheckpointID: cid}
+	return routed(ctx, r.n, c, nil, func() (proto.CheckpointDiff, error) {
+		return r.local().Rewinds.CheckpointDiff(ctx, ws, sid, cid)
+	})
+}
+
+func (r agentRouter) Rewind(ctx context.Context, ws, sid string, req proto.RewindRequest) (proto.RewindResult, error) {
+	return routed(ctx, r.n, command{Op: opRewind, WorkspaceID: ws, SessionID: sid}, req, func() (proto.RewindResult, error) {
+		return r.local().Rewinds.Rewind(ctx, ws, sid, req)
 	})
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/prompt"
@@ -57,6 +58,9 @@ type Config struct {
 	MCP mcp.PoolOptions
 	// NewProvider builds a model provider; registry.New in production.
 	NewProvider func(provider.Config) (provider.Provider, error)
+	// Checkpoints keeps the workspaces' checkpoints (section 11); nil, or
+	// a store without store.Rewinds, takes none.
+	Checkpoints *checkpoint.Manager
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
 	Getenv func(string) string
 	// Hooks, when set, is bound to the Coordinator New makes: the
@@ -722,6 +726,9 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 				ar.Provider = failing{fmt.Errorf("the prompt's attachments could not be read: %w", err)}
 			}
 		}
+	}
+	if cp := c.checkpointer(sr.ws, sr.id, ar); cp != nil {
+		rc.BeforeChange, ar.Ending = cp.before, cp.end
 	}
 	unbind := c.cfg.Tools.Bind(r.id, rc)
 	defer unbind()

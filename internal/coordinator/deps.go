@@ -26,6 +26,7 @@ type Store interface {
 	WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq, upToSeq int64, limit int) ([]store.Event, error)
 	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
 	RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error)
+	ListPending(ctx context.Context, workspaceID string) ([]store.Pending, error)
 }
 
 // Workspaces finds the open workspaces runs belong to.

@@ -35,6 +35,7 @@ type Services struct {
 	Pending    Pending
 	MCP        MCP
 	Streams    Streams
+	Rewinds    Rewinds
 }
 
 // Workspaces opens, lists, shows and closes workspaces (contract section 3).
@@ -64,6 +65,23 @@ type Sessions interface {
 	Log(ctx context.Context, workspaceID, sessionID string, req proto.LogRequest) (int64, error)
 	SetModel(ctx context.Context, workspaceID, sessionID string, req proto.SetModelRequest) (proto.Session, error)
 	Update(ctx context.Context, workspaceID, sessionID string, req proto.UpdateSessionRequest) (proto.Session, error)
+	// AllMessages are Messages with those a rewind took out of the
+	// history, marked rewound (section 11).
+	AllMessages(ctx context.Context, workspaceID, sessionID string) ([]proto.Message, error)
+	// Fork makes a session from a prefix of another's history.
+	Fork(ctx context.Context, workspaceID, sessionID string, req proto.ForkRequest) (proto.Session, error)
+	Export(ctx context.Context, workspaceID, sessionID string) (proto.Export, error)
+	// Import makes a session of an exported one; allowAll says whether the
+	// caller may give it permission_mode allow_all (else it asks).
+	Import(ctx context.Context, workspaceID string, doc proto.Export, allowAll bool) (proto.Session, error)
+}
+
+// Rewinds keeps a session's checkpoints and takes it back to one, files
+// included (section 11).
+type Rewinds interface {
+	Checkpoints(ctx context.Context, workspaceID, sessionID string) ([]proto.Checkpoint, error)
+	CheckpointDiff(ctx context.Context, workspaceID, sessionID, checkpointID string) (proto.CheckpointDiff, error)
+	Rewind(ctx context.Context, workspaceID, sessionID string, req proto.RewindRequest) (proto.RewindResult, error)
 }
 
 // Runs drives the agent (section 5).

@@ -54,7 +54,11 @@ type Config struct {
 	// Services is the domain the routes call: the local one on a single
 	// server, the cluster's router on a node of a cluster.
 	domain.Services
-	Logger *slog.Logger
+	// MayAllowAll reports whether the request's caller may make a session
+	// whose permission_mode is allow_all by importing it (section 9: the
+	// owner role). nil: nobody may; imports of such sessions ask.
+	MayAllowAll func(r *http.Request) bool
+	Logger      *slog.Logger
 }
 
 // API serves the /v1 routes.
@@ -176,6 +180,7 @@ func (a *API) Handler() http.Handler {
 					r.Post("/", a.createSession)
 					r.Get("/", a.listSessions)
 					r.Get("/last", a.lastSession)
+					r.Post("/import", a.importSession)
 					r.Route("/{sid}", func(r chi.Router) {
 						r.Get("/", a.getSession)
 						r.Patch("/", a.updateSession)
@@ -187,6 +192,7 @@ func (a *API) Handler() http.Handler {
 						r.Post("/resume", a.resume)
 						r.Post("/compact", a.compact)
 						r.Get("/pending", a.pending)
+						a.routeRewinds(r)
 					})
 				})
 			})

@@ -25,12 +25,13 @@ func statusOf(code string) int {
 		return http.StatusUnauthorized
 	case proto.CodeForbiddenOrigin, proto.CodeForbiddenHost:
 		return http.StatusForbidden
-	case proto.CodeWorkspaceNotFound, proto.CodeSessionNotFound, proto.CodeRequestNotFound, proto.CodeNotFound:
+	case proto.CodeWorkspaceNotFound, proto.CodeSessionNotFound, proto.CodeRequestNotFound, proto.CodeNotFound,
+		proto.CodeMessageNotFound, proto.CodeCheckpointNotFound:
 		return http.StatusNotFound
 	case proto.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case proto.CodeAlreadyExists, proto.CodeAlreadyResolved, proto.CodeToolConflict,
-		proto.CodeWorkspaceNotOpen, proto.CodeWorkspaceClosing:
+		proto.CodeWorkspaceNotOpen, proto.CodeWorkspaceClosing, proto.CodeSessionBusy, proto.CodeRewindConflict:
 		return http.StatusConflict
 	case proto.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge

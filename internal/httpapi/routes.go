@@ -246,7 +246,11 @@ func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listMessages(w http.ResponseWriter, r *http.Request) {
-	msgs, err := a.cfg.Sessions.Messages(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	list := a.cfg.Sessions.Messages
+	if v := r.URL.Query().Get("include_rewound"); v == "true" || v == "1" {
+		list = a.cfg.Sessions.AllMessages
+	}
+	msgs, err := list(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
 	a.Respond(w, r, http.StatusOK, proto.MessageList{Messages: msgs}, err)
 }
 

@@ -22,6 +22,7 @@ func localDomain(ws *workspace.Manager, sessions *session.Service, runs *coordin
 		Pending:    runs,
 		MCP:        runs,
 		Streams:    streams{ws, sessions},
+		Rewinds:    runs,
 	}
 }
 

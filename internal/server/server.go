@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/agent"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/cluster"
 	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/config"
@@ -268,6 +269,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Configs:     configs,
 		MCP:         mcp.PoolOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
+		Checkpoints: checkpoint.NewManager(filepath.Join(dir.Path(), "checkpoints")),
 		Getenv:      cfg.Getenv,
 		Hooks:       hooks,
 		Logger:      cfg.Logger,

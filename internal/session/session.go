@@ -65,6 +65,9 @@ type Settings struct {
 	MCPServerNames []string `json:"mcp_server_names,omitempty"`
 	// Compaction is nil for proto.DefaultCompaction.
 	Compaction *proto.Compaction `json:"compaction,omitempty"`
+	// ForkedFrom and ImportedFrom say where a fork or an import came from.
+	ForkedFrom   *proto.ForkedFrom   `json:"forked_from,omitempty"`
+	ImportedFrom *proto.ImportedFrom `json:"imported_from,omitempty"`
 }
 
 // CompactionOrDefault is the session's compaction settings.
@@ -205,12 +208,8 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
-	if req.Model == "" {
-		cfg, err := s.config(ws)
-		if err != nil {
-			return proto.Session{}, err
-		}
-		req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
+	if err := s.defaultModel(ws, &req); err != nil {
+		return proto.Session{}, err
 	}
 	settings := Settings{
 		SystemMessage:  req.SystemMessage,
@@ -297,6 +296,19 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 		return proto.Session{}, err
 	}
 	return sess, nil
+}
+
+// defaultModel gives a request without a model the workspace's default.
+func (s *Service) defaultModel(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
+	if req.Model != "" {
+		return nil
+	}
+	cfg, err := s.config(ws)
+	if err != nil {
+		return err
+	}
+	req.Model = cfg.DefaultModel(s.cfg.ModelOverride)
+	return nil
 }
 
 // config is the workspace's configuration; an invalid workspace file is
@@ -559,6 +571,8 @@ func (s *Service) viewWith(ws *workspace.Workspace, rec store.Session, cat *mode
 		Context:         s.context(ws, rec, settings, cat),
 		Usage:           rec.Usage,
 		Compaction:      settings.CompactionOrDefault(),
+		ForkedFrom:      settings.ForkedFrom,
+		ImportedFrom:    settings.ImportedFrom,
 	}
 }
 

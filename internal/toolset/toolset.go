@@ -52,6 +52,10 @@ type RunConfig struct {
 	// own before the workspace's: a session's server hides a workspace
 	// server of the same name.
 	MCP []*mcp.Manager
+	// BeforeChange, when set, is called before each call of a tool that
+	// may change files (edit, write, bash, MCP tools) runs, once its
+	// permission is given (checkpoints, contract section 11).
+	BeforeChange func(ctx context.Context)
 }
 
 // binding is a run's RunConfig and whether its MCP servers were started.
@@ -352,6 +356,9 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 				return res
 			}
 		}
+		if b.BeforeChange != nil && t.Permission() != tools.PermissionNone {
+			b.BeforeChange(ctx)
+		}
 		res := t.Run(ctx, env, call.Arguments)
 		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}
 	}
@@ -369,6 +376,9 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 			if res, ok := s.permit(ctx, run, ref, proto.PermissionMCP, summary, details, rule.asks()); !ok {
 				return res
 			}
+		}
+		if b.BeforeChange != nil {
+			b.BeforeChange(ctx)
 		}
 		res := m.Call(ctx, call.Name, call.Arguments)
 		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}

@@ -30,7 +30,10 @@ type Fences struct {
 	fenced map[string]FencedStore
 }
 
-var _ store.Store = (*Fences)(nil)
+var (
+	_ store.Store   = (*Fences)(nil)
+	_ store.Rewinds = (*Fences)(nil)
+)
 
 // NewFences wraps db; it holds no lease yet.
 func NewFences(db *DB) *Fences {
@@ -154,4 +157,18 @@ func (f *Fences) DeletePending(ctx context.Context, requestID string) error {
 		return err
 	}
 	return f.fenced1(p.WorkspaceID, func(s FencedStore) error { return s.DeletePending(ctx, requestID) })
+}
+
+// PutCheckpoint implements store.Rewinds, fenced.
+func (f *Fences) PutCheckpoint(ctx context.Context, c store.Checkpoint) error {
+	return f.fenced1(c.WorkspaceID, func(s FencedStore) error { return s.(store.Rewinds).PutCheckpoint(ctx, c) })
+}
+
+// Rewind implements store.Rewinds, fenced on the checkpoint's workspace.
+func (f *Fences) Rewind(ctx context.Context, sessionID, fromMessageID string, keep store.Checkpoint) (removed int, err error) {
+	err = f.fenced1(keep.WorkspaceID, func(s FencedStore) error {
+		removed, err = s.(store.Rewinds).Rewind(ctx, sessionID, fromMessageID, keep)
+		return err
+	})
+	return removed, err
 }

@@ -281,7 +281,8 @@ func (v *view) DeleteSession(ctx context.Context, workspaceID, id string) error 
 		e AS (DELETE FROM events WHERE session_id IN (SELECT id FROM target)),
 		p AS (DELETE FROM pending WHERE session_id IN (SELECT id FROM target)),
 		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM target)),
-		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM target))
+		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM target)),
+		k AS (DELETE FROM checkpoints WHERE session_id IN (SELECT id FROM target))
 		DELETE FROM sessions WHERE id IN (SELECT id FROM target)`,
 		args: []any{workspaceID, id}})
 	if err == nil && affected == 0 {
@@ -318,7 +319,7 @@ func putMessageStmt(id, sessionID string, data []byte) stmt {
 
 // ListMessages implements store.Store.
 func (v *view) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT data FROM messages WHERE session_id = $1 ORDER BY ord`, sessionID)
+	rows, err := v.db.pool.Query(ctx, `SELECT data FROM messages WHERE session_id = $1 AND NOT rewound ORDER BY ord`, sessionID)
 	out, err := collect(rows, err, func(r pgx.Rows) (proto.Message, error) {
 		var (
 			data []byte

@@ -43,7 +43,7 @@ func putMessageData(id, sessionID string, data []byte) stmt {
 // ListMessages implements store.Store.
 func (db *DB) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
 	rows, err := db.query(ctx,
-		`SELECT data FROM messages WHERE session_id = ? ORDER BY ord`, sessionID)
+		`SELECT data FROM messages WHERE session_id = ? AND rewound = 0 ORDER BY ord`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list messages %s: %w", sessionID, err)
 	}

@@ -89,6 +89,7 @@ var tests = []struct {
 	{"PendingConcurrentAnswersOneWins", testPendingConcurrentAnswersOneWins},
 	{"SessionApprovals", testSessionApprovals},
 	{"DeleteSessionCascade", testDeleteSessionCascade},
+	{"Rewinds", testRewinds},
 	{"ReopenPersists", testReopenPersists},
 	{"CanceledContext", testCanceledContext},
 	{"CanceledWritesAreAllOrNothing", testCanceledWritesAreAllOrNothing},

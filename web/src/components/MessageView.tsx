@@ -7,6 +7,7 @@ import type { Message, Part, Usage } from '../lib/types';
 import { useHighlightVersion, who } from './context';
 import { ToolCard } from './Cards';
 import { Icon } from './Icon';
+import { MessageActions } from './Rewind';
 
 /** Markdown renders untrusted markdown, sanitized. */
 export const Markdown = memo(function Markdown({ text }: { text: string }) {
@@ -64,6 +65,7 @@ export function MessageView(props: {
             );
           return null;
         })}
+        <MessageActions session={s} message={m} />
       </article>
     );
   }

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { contextTokens, fmtTokens as fmt, formatUsage, sessionUsage, type SessionState } from '../lib/state';
 import { CompactionSettings, percent } from './CompactionSettings';
@@ -18,6 +18,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
   const [menu, setMenu] = useState(false);
   const [settings, setSettings] = useState(false);
+  const importFile = useRef<HTMLInputElement>(null);
   // Another client may rename the session or switch its model: the fields
   // follow, unless this page is editing the title.
   useEffect(() => {
@@ -89,6 +90,19 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
             }
           }}
         >
+          <input
+            ref={importFile}
+            type="file"
+            accept="application/json,.json"
+            hidden
+            data-testid="import-file"
+            onChange={(e) => {
+              const input = e.currentTarget;
+              const f = input.files?.[0];
+              input.value = '';
+              if (f) void f.text().then((text) => c.importSession(text));
+            }}
+          />
           <button type="button" class="icon" aria-label="Session actions" aria-expanded={menu} onClick={() => setMenu(!menu)}>
             ⋯
           </button>
@@ -109,6 +123,15 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
               </button>
               <button type="button" role="menuitem" onClick={() => setSettings(true)}>
                 Compaction settings…
+              </button>
+              <button type="button" role="menuitem" onClick={() => void c.fork(sess.id)}>
+                Fork
+              </button>
+              <button type="button" role="menuitem" onClick={() => void c.exportSession(sess.id)}>
+                Export
+              </button>
+              <button type="button" role="menuitem" onClick={() => importFile.current?.click()}>
+                Import…
               </button>
               <button
                 type="button"

@@ -1,6 +1,8 @@
 import type {
   AgentStatus,
   Attachment,
+  Checkpoint,
+  CheckpointDiff,
   Decision,
   Envelope,
   Health,
@@ -8,7 +10,9 @@ import type {
   PendingWork,
   PermissionRequest,
   PromptAccepted,
+  RewindResult,
   Session,
+  SessionExport,
   Workspace,
 } from './types';
 
@@ -147,6 +151,24 @@ export class Api {
   }
   compact(wid: string, sid: string) {
     return this.request<PromptAccepted>('POST', `/v1/workspaces/${wid}/sessions/${sid}/compact`, {});
+  }
+  checkpoints(wid: string, sid: string) {
+    return this.request<{ checkpoints: Checkpoint[] }>('GET', `/v1/workspaces/${wid}/sessions/${sid}/checkpoints`).then((r) => r.checkpoints);
+  }
+  checkpointDiff(wid: string, sid: string, cid: string) {
+    return this.request<CheckpointDiff>('GET', `/v1/workspaces/${wid}/sessions/${sid}/checkpoints/${cid}/diff`);
+  }
+  rewind(wid: string, sid: string, body: { checkpoint_id: string; force?: boolean }) {
+    return this.request<RewindResult>('POST', `/v1/workspaces/${wid}/sessions/${sid}/rewind`, body);
+  }
+  fork(wid: string, sid: string, body: { through_message_id?: string; title?: string }) {
+    return this.request<Session>('POST', `/v1/workspaces/${wid}/sessions/${sid}/fork`, body);
+  }
+  exportSession(wid: string, sid: string) {
+    return this.request<SessionExport>('GET', `/v1/workspaces/${wid}/sessions/${sid}/export`);
+  }
+  importSession(wid: string, doc: unknown) {
+    return this.request<Session>('POST', `/v1/workspaces/${wid}/sessions/import`, doc);
   }
 
   /** streamURL is the SSE address; EventSource cannot send headers, so the token goes in the query. */

@@ -19,7 +19,7 @@ import {
   type SessionState,
   type WorkspaceState,
 } from './state';
-import type { Attachment, Decision, Envelope, Health, Session, Workspace } from './types';
+import type { Attachment, CheckpointDiff, Decision, Envelope, Health, Session, Workspace } from './types';
 
 export type Auth = 'checking' | 'needed' | 'refused' | 'ok';
 
@@ -274,6 +274,8 @@ export class Controller {
       // usage instead of adding to it (see state.ts withSnapshot).
       void this.refreshSession(ev.session_id);
     }
+    if (ev.type === 'run.completed' && ev.session_id) void this.loadCheckpoints(ev.session_id);
+    if (ev.type === 'session.rewound' && ev.session_id) void this.reloadRewound(ev.session_id);
     if (ev.type === 'session.created' && ev.data?.model) {
       this.set({ models: mergeModels(this.state.models, ev.data.model) });
     }
@@ -394,15 +396,17 @@ export class Controller {
     if (running && !force) return running;
     const p = (async () => {
       try {
-        const [messages, status, pending] = await Promise.all([
+        const [messages, status, pending, checkpoints] = await Promise.all([
           this.api.messages(wid, sid),
           this.api.agentStatus(wid, sid).catch(() => undefined),
           this.api.pending(wid, sid).catch(() => undefined),
+          this.api.checkpoints(wid, sid).catch(() => undefined),
         ]);
         if (wid !== this.state.workspaceId) return;
         this.setWs((ws) =>
           updateSession(ws, sid, (s) => {
             let next = mergeMessages(s, messages);
+            if (checkpoints) next = { ...next, checkpoints };
             if (status) {
               if (status.active_run_id && next.runs[status.active_run_id]?.state !== 'done') {
                 const id = status.active_run_id;
@@ -576,6 +580,104 @@ export class Controller {
       await this.api.cancel(wid, sid);
     } catch (e) {
       this.fail('Cancel', e);
+    }
+  }
+
+  // ---- checkpoints, rewinds, forks, exports ----
+
+  /** loadCheckpoints fetches the session's checkpoints, which say which prompts can be rewound. */
+  async loadCheckpoints(sid: string) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const checkpoints = await this.api.checkpoints(wid, sid);
+      if (this.state.workspaceId === wid) this.setWs((ws) => updateSession(ws, sid, (s) => ({ ...s, checkpoints })));
+    } catch {
+      /* deleted meanwhile, or offline: the stream says so */
+    }
+  }
+
+  /** reloadRewound replaces the session's messages after a rewind (anyone's): the rewound ones leave. */
+  private async reloadRewound(sid: string) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const [messages, checkpoints] = await Promise.all([this.api.messages(wid, sid), this.api.checkpoints(wid, sid)]);
+      if (this.state.workspaceId === wid) this.setWs((ws) => updateSession(ws, sid, (s) => ({ ...s, messages, checkpoints, loaded: true })));
+    } catch (e) {
+      this.fail('Reload after rewind', e);
+    }
+  }
+
+  checkpointDiff(sid: string, cid: string): Promise<CheckpointDiff> {
+    return this.api.checkpointDiff(this.state.workspaceId!, sid, cid);
+  }
+
+  /**
+   * rewind takes the session back to the checkpoint, files and history.
+   * It answers null when done, else why not (a conflict names the files
+   * someone else changed; force overwrites them).
+   */
+  async rewind(sid: string, cid: string, force = false): Promise<{ code: string; message: string } | null> {
+    const wid = this.state.workspaceId;
+    if (!wid) return { code: 'internal', message: 'no workspace' };
+    try {
+      await this.api.rewind(wid, sid, { checkpoint_id: cid, ...(force ? { force } : {}) });
+      await this.reloadRewound(sid);
+      return null;
+    } catch (e) {
+      if (isUnauthorized(e)) this.refused();
+      return e instanceof ApiError ? { code: e.code, message: e.message } : { code: 'internal', message: String(e) };
+    }
+  }
+
+  /** fork makes a new session from the history up to and including the message, and opens it. */
+  async fork(sid: string, messageId?: string) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const s = await this.api.fork(wid, sid, messageId ? { through_message_id: messageId } : {});
+      this.setWs((ws) => (ws.sessions[s.id] ? ws : { ...ws, sessions: { ...ws.sessions, [s.id]: newSessionState(s) } }));
+      this.route.set(`#/w/${wid}/s/${s.id}`);
+    } catch (e) {
+      this.fail('Fork', e);
+    }
+  }
+
+  /** exportSession downloads the session as a tandem.session.v1 document. */
+  async exportSession(sid: string) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    try {
+      const doc = await this.api.exportSession(wid, sid);
+      const url = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2)], { type: 'application/json' }));
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = `tandem-session-${sid}.json`;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (e) {
+      this.fail('Export', e);
+    }
+  }
+
+  /** importSession makes a new session of the workspace from an exported document, and opens it. */
+  async importSession(text: string) {
+    const wid = this.state.workspaceId;
+    if (!wid) return;
+    let doc: unknown;
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      this.toast('That file is not a session document (not JSON).');
+      return;
+    }
+    try {
+      const s = await this.api.importSession(wid, doc);
+      this.setWs((ws) => (ws.sessions[s.id] ? ws : { ...ws, sessions: { ...ws.sessions, [s.id]: newSessionState(s) } }));
+      this.route.set(`#/w/${wid}/s/${s.id}`);
+    } catch (e) {
+      this.fail('Import', e);
     }
   }
 

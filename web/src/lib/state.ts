@@ -5,6 +5,7 @@
 // event, an event replayed after a reconnect) changes nothing.
 
 import type {
+  Checkpoint,
   CompactionCompleted,
   CompactionStarted,
   Envelope,
@@ -95,6 +96,8 @@ export interface SessionState {
   gaps: Record<string, true>;
   /** usage this page has seen that the last snapshot of the session does not hold yet. */
   live: LiveUsage;
+  /** checkpoints of the session's file-changing runs, oldest first, once fetched. */
+  checkpoints?: Checkpoint[];
 }
 
 /**

@@ -212,6 +212,7 @@ export const EVENT_TYPES = [
   'session.model_changed',
   'session.log',
   'session.idle',
+  'session.rewound',
   'session.compaction_started',
   'session.compaction_completed',
   'run.accepted',
@@ -231,3 +232,29 @@ export const EVENT_TYPES = [
   'workspace.closing',
   'mcp.server_status',
 ] as const;
+
+/** Checkpoint is a record of the workspace's files before a run changed them (section 11). */
+export interface Checkpoint {
+  id: string;
+  run_id: string;
+  message_id: string;
+  created_at: string;
+}
+
+export interface FileChange {
+  path: string;
+  change: 'added' | 'modified' | 'deleted';
+}
+
+export interface CheckpointDiff {
+  files: FileChange[];
+  diff: string;
+}
+
+export interface RewindResult {
+  files: FileChange[];
+  removed_messages: number;
+}
+
+/** SessionExport is a tandem.session.v1 document; the app passes it through as it is. */
+export type SessionExport = { format: string } & Record<string, unknown>;

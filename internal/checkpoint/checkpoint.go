@@ -1,0 +1,421 @@
+// Package checkpoint records a workspace's files and puts them back
+// (contract section 11). Each workspace has a shadow git repository in
+// the data dir, never in the workspace: a checkpoint is a commit of the
+// files a .gitignore-aware walk sees (what glob sees), so unchanged files
+// are shared between checkpoints by their content's hash. A stat cache
+// (size, modification time, mode) spares reading the files that did not
+// change since the previous snapshot, as git's index does.
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/tandem-dev/tandem/internal/tools"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// ErrNotHere is wrapped by the errors of a checkpoint whose files are not
+// in this repository: in a cluster, a checkpoint another node took before
+// it lost the workspace.
+var ErrNotHere = errors.New("the checkpoint's files are not on this node")
+
+// MaxFileSize bounds the files a checkpoint records; a bigger one is left
+// out of it (and so never touched by a rewind).
+const MaxFileSize = 64 << 20
+
+// racyWindow is how recent a file's modification time may be for the
+// stat cache not to vouch for it: a write in the same clock tick as the
+// one hashed leaves the time as it was (git's "racy" files).
+const racyWindow = 100 * time.Millisecond
+
+// Manager keeps the shadow repositories of the workspaces, under dir.
+type Manager struct {
+	dir string
+
+	mu    sync.Mutex
+	repos map[string]*Repo
+}
+
+// NewManager returns a Manager keeping its repositories under dir (in the
+// data dir).
+func NewManager(dir string) *Manager {
+	return &Manager{dir: dir, repos: make(map[string]*Repo)}
+}
+
+// Repo returns the shadow repository of the workspace with that id and
+// path, creating it on first use.
+func (m *Manager) Repo(workspaceID, path string) (*Repo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.repos[workspaceID]; r != nil {
+		return r, nil
+	}
+	dir := filepath.Join(m.dir, workspaceID+".git")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint repository: %w", err)
+	}
+	st := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRUDefault())
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); errors.Is(err, fs.ErrNotExist) {
+		if err := st.Init(); err != nil {
+			return nil, fmt.Errorf("checkpoint repository: %w", err)
+		}
+	}
+	r := &Repo{env: tools.Env{Root: path}, st: st, stats: make(map[string]stat), known: make(map[plumbing.Hash]bool)}
+	m.repos[workspaceID] = r
+	return r, nil
+}
+
+// Repo is one workspace's shadow repository. Its methods are safe for
+// concurrent use; they take turns.
+type Repo struct {
+	env tools.Env
+	st  *filesystem.Storage
+
+	mu sync.Mutex
+	// stats is the stat cache: what each file was when last hashed.
+	stats map[string]stat
+	// known are objects known to be stored, so they are not asked for.
+	known map[plumbing.Hash]bool
+}
+
+// stat is a file as last hashed.
+type stat struct {
+	size   int64
+	mtime  int64
+	mode   filemode.FileMode
+	hashed int64 // when it was hashed, unix nanoseconds
+	hash   plumbing.Hash
+}
+
+// entry is a file of a snapshot.
+type entry struct {
+	mode filemode.FileMode
+	hash plumbing.Hash
+}
+
+// Snapshot records the workspace's files as they are now and returns the
+// commit that names them.
+func (r *Repo) Snapshot(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	files := make(map[string]entry)
+	seen := make(map[string]bool)
+	_, err := r.env.WalkFiles(ctx, func(f tools.File) error {
+		e, ok, err := r.file(f)
+		if err != nil {
+			return err
+		}
+		if ok {
+			files[f.Rel] = e
+			seen[f.Rel] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", r.env.Root, err)
+	}
+	for p := range r.stats {
+		if !seen[p] {
+			delete(r.stats, p)
+		}
+	}
+	tree, err := r.writeTree(files)
+	if err != nil {
+		return "", err
+	}
+	c := &object.Commit{
+		Author:    object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
+		Message:   "checkpoint",
+		TreeHash:  tree,
+		Committer: object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
+	}
+	obj := r.st.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return "", err
+	}
+	h, err := r.st.SetEncodedObject(obj)
+	if err != nil {
+		return "", fmt.Errorf("write checkpoint: %w", err)
+	}
+	return h.String(), nil
+}
+
+// file hashes one file, from the stat cache when it can vouch for it;
+// ok is false for a file left out (gone, too big, not a file any more).
+func (r *Repo) file(f tools.File) (entry, bool, error) {
+	fi, err := f.Dir.Lstat(f.Name)
+	if err != nil {
+		return entry{}, false, nil
+	}
+	var mode filemode.FileMode
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		mode = filemode.Symlink
+	case fi.Mode().IsRegular() && fi.Mode()&0o111 != 0:
+		mode = filemode.Executable
+	case fi.Mode().IsRegular():
+		mode = filemode.Regular
+	default:
+		return entry{}, false, nil
+	}
+	if fi.Size() > MaxFileSize {
+		return entry{}, false, nil
+	}
+	now := time.Now().UnixNano()
+	mtime := fi.ModTime().UnixNano()
+	if s, ok := r.stats[f.Rel]; ok && s.size == fi.Size() && s.mtime == mtime && s.mode == mode && s.hashed-mtime > int64(racyWindow) {
+		return entry{mode: mode, hash: s.hash}, true, nil
+	}
+	var data []byte
+	if mode == filemode.Symlink {
+		target, err := f.Dir.Readlink(f.Name)
+		if err != nil {
+			return entry{}, false, nil
+		}
+		data = []byte(target)
+	} else {
+		fh, err := f.Dir.OpenFile(f.Name, os.O_RDONLY|tools.OpenNonblock, 0)
+		if err != nil {
+			return entry{}, false, nil
+		}
+		if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+			fh.Close()
+			return entry{}, false, nil
+		}
+		data, err = io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
+		fh.Close()
+		if err != nil || len(data) > MaxFileSize {
+			return entry{}, false, nil
+		}
+	}
+	h, err := r.write(plumbing.BlobObject, data)
+	if err != nil {
+		return entry{}, false, err
+	}
+	r.stats[f.Rel] = stat{size: fi.Size(), mtime: mtime, mode: mode, hashed: now, hash: h}
+	return entry{mode: mode, hash: h}, true, nil
+}
+
+// write stores an object unless it is known to be there.
+func (r *Repo) write(typ plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(typ, data)
+	if r.known[h] {
+		return h, nil
+	}
+	if r.st.HasEncodedObject(h) == nil {
+		r.known[h] = true
+		return h, nil
+	}
+	obj := r.st.NewEncodedObject()
+	obj.SetType(typ)
+	obj.SetSize(int64(len(data)))
+	w, err := obj.Writer()
+	if err != nil {
+		return h, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return h, err
+	}
+	if err := w.Close(); err != nil {
+		return h, err
+	}
+	if _, err := r.st.SetEncodedObject(obj); err != nil {
+		return h, fmt.Errorf("write checkpoint object: %w", err)
+	}
+	r.known[h] = true
+	return h, nil
+}
+
+// dirNode is a directory of a tree being built.
+type dirNode struct {
+	files []object.TreeEntry
+	dirs  map[string]*dirNode
+}
+
+// writeTree stores the tree of files and returns its hash.
+func (r *Repo) writeTree(files map[string]entry) (plumbing.Hash, error) {
+	root := &dirNode{dirs: map[string]*dirNode{}}
+	for p, e := range files {
+		parts := strings.Split(p, "/")
+		d := root
+		for _, name := range parts[:len(parts)-1] {
+			next := d.dirs[name]
+			if next == nil {
+				next = &dirNode{dirs: map[string]*dirNode{}}
+				d.dirs[name] = next
+			}
+			d = next
+		}
+		d.files = append(d.files, object.TreeEntry{Name: parts[len(parts)-1], Mode: e.mode, Hash: e.hash})
+	}
+	return r.writeDir(root)
+}
+
+func (r *Repo) writeDir(d *dirNode) (plumbing.Hash, error) {
+	entries := d.files
+	for name, sub := range d.dirs {
+		h, err := r.writeDir(sub)
+		if err != nil {
+			return h, err
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
+	}
+	sort.Sort(object.TreeEntrySorter(entries))
+	var buf bytes.Buffer
+	for _, e := range entries {
+		fmt.Fprintf(&buf, "%o %s", e.Mode, e.Name)
+		buf.WriteByte(0)
+		buf.Write(e.Hash[:])
+	}
+	return r.write(plumbing.TreeObject, buf.Bytes())
+}
+
+// files returns the files a commit recorded, by path.
+func (r *Repo) files(commit string) (map[string]entry, error) {
+	h := plumbing.NewHash(commit)
+	c, err := object.GetCommit(r.st, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return nil, fmt.Errorf("read checkpoint %s: %w", commit, ErrNotHere)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", commit, err)
+	}
+	out := make(map[string]entry)
+	var walk func(h plumbing.Hash, prefix string) error
+	walk = func(h plumbing.Hash, prefix string) error {
+		t, err := object.GetTree(r.st, h)
+		if err != nil {
+			return err
+		}
+		for _, e := range t.Entries {
+			if e.Mode == filemode.Dir {
+				if err := walk(e.Hash, prefix+e.Name+"/"); err != nil {
+					return err
+				}
+				continue
+			}
+			out[prefix+e.Name] = entry{mode: e.Mode, hash: e.Hash}
+		}
+		return nil
+	}
+	if err := walk(c.TreeHash, ""); err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", commit, err)
+	}
+	return out, nil
+}
+
+// Changes lists the files that differ from commit from to commit to, by
+// path, with change as seen going from from to to.
+func (r *Repo) Changes(from, to string) ([]proto.FileChange, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _, changes, err := r.changes(from, to)
+	return changes, err
+}
+
+func (r *Repo) changes(from, to string) (a, b map[string]entry, out []proto.FileChange, err error) {
+	if a, err = r.files(from); err != nil {
+		return nil, nil, nil, err
+	}
+	if b, err = r.files(to); err != nil {
+		return nil, nil, nil, err
+	}
+	out = []proto.FileChange{}
+	for p, ea := range a {
+		eb, ok := b[p]
+		switch {
+		case !ok:
+			out = append(out, proto.FileChange{Path: p, Change: proto.ChangeDeleted})
+		case eb != ea:
+			out = append(out, proto.FileChange{Path: p, Change: proto.ChangeModified})
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			out = append(out, proto.FileChange{Path: p, Change: proto.ChangeAdded})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return a, b, out, nil
+}
+
+// Diff is Changes with the unified diff of them, cut as event data is.
+func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, b, changes, err := r.changes(from, to)
+	if err != nil {
+		return nil, "", err
+	}
+	var out strings.Builder
+	for _, c := range changes {
+		before, err := r.content(a, c.Path)
+		if err != nil {
+			return nil, "", err
+		}
+		after, err := r.content(b, c.Path)
+		if err != nil {
+			return nil, "", err
+		}
+		if isBinary(before) || isBinary(after) {
+			fmt.Fprintf(&out, "Binary files a/%s and b/%s differ\n", c.Path, c.Path)
+			continue
+		}
+		if before == after {
+			fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n(mode changed)\n", c.Path, c.Path)
+			continue
+		}
+		out.WriteString(tools.UnifiedDiff(c.Path, before, after))
+		out.WriteByte('\n')
+		if out.Len() > maxDiff {
+			break
+		}
+	}
+	return changes, tools.CapDiff(out.String()), nil
+}
+
+// maxDiff stops building a diff well past what CapDiff keeps.
+const maxDiff = 2 << 20
+
+func isBinary(s string) bool { return strings.IndexByte(s[:min(len(s), 8000)], 0) >= 0 }
+
+// content is the content of the file at p in files, "" when absent.
+func (r *Repo) content(files map[string]entry, p string) (string, error) {
+	e, ok := files[p]
+	if !ok {
+		return "", nil
+	}
+	data, err := r.blob(e.hash)
+	return string(data), err
+}
+
+func (r *Repo) blob(h plumbing.Hash) ([]byte, error) {
+	b, err := object.GetBlob(r.st, h)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint blob %s: %w", h, err)
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return io.ReadAll(rd)
+}

@@ -1,0 +1,322 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/checkpoint"
+	"github.com/tandem-dev/tandem/internal/store"
+	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// rewinds is the store's role for checkpoints, nil when the store has
+// none (then no checkpoints are taken).
+func (c *Coordinator) rewinds() store.Rewinds {
+	if c.cfg.Checkpoints == nil {
+		return nil
+	}
+	rw, _ := c.cfg.Store.(store.Rewinds)
+	return rw
+}
+
+// runCheckpoint takes a run's checkpoint before its first file-changing
+// tool call, and records the files as the run left them when it ends.
+type runCheckpoint struct {
+	c   *Coordinator
+	rw  store.Rewinds
+	ws  *workspace.Workspace
+	sid string
+	ar  *agent.Run
+
+	mu    sync.Mutex
+	taken *store.Checkpoint
+}
+
+// checkpointer returns the hooks of a run's checkpoint; nil when the
+// server keeps none.
+func (c *Coordinator) checkpointer(ws *workspace.Workspace, sessionID string, ar *agent.Run) *runCheckpoint {
+	rw := c.rewinds()
+	if rw == nil {
+		return nil
+	}
+	return &runCheckpoint{c: c, rw: rw, ws: ws, sid: sessionID, ar: ar}
+}
+
+// before takes the checkpoint, once per run; the tool calls of a step
+// wait for it. A failure is logged and the call goes on: a checkpoint is a
+// way back, not a condition for working.
+func (rc *runCheckpoint) before(ctx context.Context) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.taken != nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	log := rc.c.log.With("run_id", rc.ar.ID, "session_id", rc.sid)
+	// A revived run took its checkpoint before it was suspended.
+	list, err := rc.rw.ListCheckpoints(ctx, rc.sid)
+	if err != nil {
+		log.Warn("checkpoint not taken", "err", err)
+		return
+	}
+	for i := range list {
+		if list[i].RunID == rc.ar.ID {
+			rc.taken = &list[i]
+			return
+		}
+	}
+	repo, err := rc.c.cfg.Checkpoints.Repo(rc.ws.ID, rc.ws.Path)
+	if err == nil {
+		var commit string
+		if commit, err = repo.Snapshot(ctx); err == nil {
+			ck := store.Checkpoint{
+				ID: uuid.NewString(), WorkspaceID: rc.ws.ID, SessionID: rc.sid, RunID: rc.ar.ID,
+				MessageID: rc.ar.UserMessageID, Commit: commit, CreatedAt: time.Now().UTC(),
+			}
+			if err = rc.rw.PutCheckpoint(ctx, ck); err == nil {
+				rc.taken = &ck
+			}
+		}
+	}
+	if err != nil {
+		log.Warn("checkpoint not taken", "err", err)
+	}
+}
+
+// end records the files as the run left them, before its run.completed:
+// what changes after that is someone else's doing (rewind_conflict).
+func (rc *runCheckpoint) end() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.taken == nil {
+		return
+	}
+	ctx := context.Background()
+	repo, err := rc.c.cfg.Checkpoints.Repo(rc.ws.ID, rc.ws.Path)
+	if err == nil {
+		var commit string
+		if commit, err = repo.Snapshot(ctx); err == nil {
+			ck := *rc.taken
+			ck.End = commit
+			err = rc.rw.PutCheckpoint(ctx, ck)
+		}
+	}
+	if err != nil {
+		rc.c.log.Warn("end of checkpointed run not recorded", "run_id", rc.ar.ID, "session_id", rc.sid, "err", err)
+	}
+}
+
+// Checkpoints lists the session's checkpoints, oldest first.
+func (c *Coordinator) Checkpoints(ctx context.Context, wsID, sessionID string) ([]proto.Checkpoint, error) {
+	_, rec, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	out := []proto.Checkpoint{}
+	rw := c.rewinds()
+	if rw == nil {
+		return out, nil
+	}
+	list, err := rw.ListCheckpoints(ctx, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of %s: %w", rec.ID, err)
+	}
+	for _, ck := range list {
+		out = append(out, proto.Checkpoint{ID: ck.ID, RunID: ck.RunID, MessageID: ck.MessageID, CreatedAt: proto.Time{Time: ck.CreatedAt}})
+	}
+	return out, nil
+}
+
+// checkpoint finds one of the session's checkpoints, with the list it is in.
+func (c *Coordinator) checkpoint(ctx context.Context, sessionID, id string) (store.Checkpoint, []store.Checkpoint, error) {
+	notFound := tandem.Errorf(proto.CodeCheckpointNotFound, "checkpoint %q not found in session %s", id, sessionID)
+	rw := c.rewinds()
+	if rw == nil {
+		return store.Checkpoint{}, nil, notFound
+	}
+	list, err := rw.ListCheckpoints(ctx, sessionID)
+	if err != nil {
+		return store.Checkpoint{}, nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, err)
+	}
+	for _, ck := range list {
+		if ck.ID == id {
+			return ck, list, nil
+		}
+	}
+	return store.Checkpoint{}, nil, notFound
+}
+
+// CheckpointDiff is what a rewind to the checkpoint would undo: the
+// changes from it to the files now.
+func (c *Coordinator) CheckpointDiff(ctx context.Context, wsID, sessionID, checkpointID string) (proto.CheckpointDiff, error) {
+	ws, rec, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return proto.CheckpointDiff{}, err
+	}
+	ck, _, err := c.checkpoint(ctx, rec.ID, checkpointID)
+	if err != nil {
+		return proto.CheckpointDiff{}, err
+	}
+	repo, err := c.cfg.Checkpoints.Repo(ws.ID, ws.Path)
+	if err != nil {
+		return proto.CheckpointDiff{}, err
+	}
+	now, err := repo.Snapshot(ctx)
+	if err != nil {
+		return proto.CheckpointDiff{}, err
+	}
+	files, diff, err := repo.Diff(ck.Commit, now)
+	if err != nil {
+		return proto.CheckpointDiff{}, notHere(ck, err)
+	}
+	return proto.CheckpointDiff{Files: files, Diff: diff}, nil
+}
+
+// maxConflictNames bounds the files a rewind_conflict names.
+const maxConflictNames = 20
+
+// Rewind takes the session back to a checkpoint: its files (unless
+// req.Files is false) and its history (unless req.History is false). It
+// holds the session's lock throughout, so a prompt accepted meanwhile
+// waits for it and then runs on the rewound session, and a rewind that
+// finds a run accepted first is refused: one of them wins, whole.
+func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req proto.RewindRequest) (proto.RewindResult, error) {
+	ws, rec, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID)
+	if err != nil {
+		return proto.RewindResult{}, err
+	}
+	if req.CheckpointID == "" {
+		return proto.RewindResult{}, tandem.Invalid("checkpoint_id is required")
+	}
+	files, history := req.Files == nil || *req.Files, req.History == nil || *req.History
+	// Once decided, a rewind is finished even if its client goes away:
+	// half the files back would help nobody.
+	ctx = context.WithoutCancel(ctx)
+	deletes := c.deletes.Load()
+	sr := c.lockSession(ws, rec.ID)
+	defer sr.mu.Unlock()
+	if err := c.admitLocked(ctx, sr, deletes); err != nil {
+		return proto.RewindResult{}, err
+	}
+	if active, queued := sr.current(); active != nil || len(queued) > 0 || sr.idle != nil {
+		return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run active or queued; cancel it or wait for it to end before rewinding", rec.ID)
+	}
+	// A run parked on a permission or a client's tool, suspended (not in
+	// memory), is a run of the session too: it would go on from a history
+	// the rewind took away.
+	pend, err := c.cfg.Store.ListPending(ctx, ws.ID)
+	if err != nil {
+		return proto.RewindResult{}, fmt.Errorf("list pending work of %s: %w", ws.ID, err)
+	}
+	for _, p := range pend {
+		if p.SessionID == rec.ID {
+			return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run waiting on an answer (request %s); answer or cancel it before rewinding", rec.ID, p.RequestID)
+		}
+	}
+	ck, list, err := c.checkpoint(ctx, rec.ID, req.CheckpointID)
+	if err != nil {
+		return proto.RewindResult{}, err
+	}
+	repo, err := c.cfg.Checkpoints.Repo(ws.ID, ws.Path)
+	if err != nil {
+		return proto.RewindResult{}, err
+	}
+	now, err := repo.Snapshot(ctx)
+	if err != nil {
+		return proto.RewindResult{}, err
+	}
+	last := list[len(list)-1]
+	if files && !req.Force && last.End != "" {
+		edited, err := repo.Changes(last.End, now)
+		if err != nil {
+			return proto.RewindResult{}, notHere(last, err)
+		}
+		if len(edited) > 0 {
+			return proto.RewindResult{}, conflict(edited)
+		}
+	}
+	res := proto.RewindResult{Files: []proto.FileChange{}}
+	if files {
+		if res.Files, err = repo.Restore(ctx, ck.Commit, now); err != nil {
+			return proto.RewindResult{}, notHere(ck, fmt.Errorf("rewind files of session %s: %w", rec.ID, err))
+		}
+		if now, err = repo.Snapshot(ctx); err != nil {
+			return proto.RewindResult{}, err
+		}
+	}
+	// The files as the rewind left them are the session's own from now
+	// on: only a change after this is someone else's.
+	keep, from := last, ""
+	if history {
+		keep = ck
+		if from, err = c.runMessage(ctx, rec.ID, ck); err != nil {
+			return proto.RewindResult{}, err
+		}
+	}
+	keep.End = now
+	if res.RemovedMessages, err = c.rewinds().Rewind(ctx, rec.ID, from, keep); err != nil {
+		return proto.RewindResult{}, fmt.Errorf("rewind history of session %s: %w", rec.ID, err)
+	}
+	if history {
+		// Read again from the store at the next run, without what left.
+		sr.history = nil
+	}
+	if _, err := ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventSessionRewound, SessionID: rec.ID,
+		Data: proto.SessionRewound{CheckpointID: ck.ID, Files: res.Files, RemovedMessages: res.RemovedMessages},
+	}); err != nil {
+		return proto.RewindResult{}, err
+	}
+	return res, nil
+}
+
+// runMessage is the first message of the checkpoint's run: its user
+// message, or, when that was not known as the checkpoint was taken, the
+// first message with its run id.
+func (c *Coordinator) runMessage(ctx context.Context, sessionID string, ck store.Checkpoint) (string, error) {
+	if ck.MessageID != "" {
+		return ck.MessageID, nil
+	}
+	msgs, err := c.rewinds().AllMessages(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range msgs {
+		if m.RunID == ck.RunID && !m.Rewound {
+			return m.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// notHere turns the error of a checkpoint recorded on another node (in a
+// cluster, before this one took the workspace over) into a 404 saying so.
+func notHere(ck store.Checkpoint, err error) error {
+	if errors.Is(err, checkpoint.ErrNotHere) {
+		return tandem.Errorf(proto.CodeCheckpointNotFound, "checkpoint %s was recorded on another node, which owned the workspace then; its files are not here", ck.ID)
+	}
+	return err
+}
+
+// conflict is the refusal of a rewind over files someone else changed.
+func conflict(edited []proto.FileChange) error {
+	names := make([]string, 0, min(len(edited), maxConflictNames))
+	for i, f := range edited {
+		if i == maxConflictNames {
+			names = append(names, fmt.Sprintf("and %d more", len(edited)-maxConflictNames))
+			break
+		}
+		names = append(names, f.Path)
+	}
+	return tandem.Errorf(proto.CodeRewindConflict,
+		"files changed since the session's last run ended, not by it: %s; rewind with force to overwrite them", strings.Join(names, ", "))
+}
