@@ -66,6 +66,9 @@ func workspaceOf(r *http.Request) (string, bool) {
 }
 
 func (n *Node) authorized(r *http.Request) bool {
+	if n.cfg.Authorized != nil {
+		return n.cfg.Authorized(r)
+	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Token)) == 1
 }

@@ -70,6 +70,9 @@ type Config struct {
 	// Token is the API's bearer token: only authenticated requests are
 	// routed (others get their 401 from the node they reached).
 	Token string
+	// Authorized, when set, says whether a request carries a valid
+	// token of any person (contract section 9); nil accepts Token only.
+	Authorized func(*http.Request) bool
 	// LeaseTTL, Tick and ForwardTimeout default to the constants above.
 	LeaseTTL       time.Duration
 	Tick           time.Duration

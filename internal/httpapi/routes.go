@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -117,12 +118,14 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamCall) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx, cancel := context.WithCancel(auth.WithIdentity(context.WithoutCancel(r.Context()), st.id))
 	sink := sse.NewConn(w, cancel)
 	ended := make(chan error, 1)
+	unwatch := a.auth.Watch(st.id, cancel)
 	a.enter()
 	go func() {
 		defer a.leave()
+		defer unwatch()
 		err := st.ws.Stream(ctx, sink, &st.opts)
 		cancel()
 		select {
@@ -158,6 +161,7 @@ func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamC
 type streamCall struct {
 	ws   *workspace.Workspace
 	opts workspace.StreamOptions
+	id   auth.Identity // who opened it: the stream ends when its token does
 }
 
 // streamRequest admits and decodes a stream request, answering it itself
@@ -166,14 +170,20 @@ type streamCall struct {
 //
 //go:noinline
 func (a *API) streamRequest(w http.ResponseWriter, r *http.Request) *streamCall {
-	if a.refused(w, r) || a.unauthorized(w, r) {
+	if a.refused(w, r) {
 		return nil
 	}
+	r, _, done := a.admit(w, r)
+	if r == nil {
+		return nil
+	}
+	done()
+	id, _ := auth.FromContext(r.Context())
 	ws, opts, ok := a.decodeStream(w, r)
 	if !ok {
 		return nil
 	}
-	return &streamCall{ws: ws, opts: *opts}
+	return &streamCall{ws: ws, opts: *opts, id: id}
 }
 
 func (a *API) decodeStream(w http.ResponseWriter, r *http.Request) (*workspace.Workspace, *workspace.StreamOptions, bool) {

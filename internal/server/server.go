@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
 	"github.com/tandem-dev/tandem/internal/cluster"
@@ -107,6 +108,14 @@ type Config struct {
 	// ComputeSlots is how many runs may compute at once (package compute);
 	// 0 means one per CPU. Runs waiting for their models hold none.
 	ComputeSlots int
+	// Rate is each token's requests per second when RateSet (--rate; 0
+	// is unlimited), which limits the owner token too; unset, every
+	// other token gets auth.DefaultRate and the owner none.
+	Rate    float64
+	RateSet bool
+	// TokenWatchEvery is how often open streams' tokens are checked
+	// against the store; 0 means auth.DefaultWatchEvery.
+	TokenWatchEvery time.Duration
 }
 
 // IdleSweepEvery is how often a server sweeps its caches: what an idle
@@ -126,6 +135,7 @@ type Server struct {
 	tools      *toolset.Set
 	providers  *registry.Registry
 	api        *httpapi.API
+	auth       *auth.Service
 	http       *http.Server
 	dir        *DataDir
 	// A cluster node's: nil on a single node.
@@ -284,6 +294,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if app == nil {
 		app = web.Handler()
 	}
+	s.auth = newAuth(cfg, db, dir)
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
@@ -296,6 +307,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Sessions:       s.sessions,
 		Agent:          s.runs,
 		NodeID:         nodeID,
+		Auth:           s.auth,
 		Logger:         cfg.Logger,
 	})
 	handler := s.api.Handler()
@@ -308,12 +320,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Workspaces: s.workspaces,
 			Recover:    s.runs,
 			Token:      cfg.Token,
+			Authorized: s.api.Authenticated,
 			LeaseTTL:   cfg.LeaseTTL,
 			Tick:       cfg.ClusterTick,
 			MaxBody:    cfg.MaxBody,
 			Logger:     cfg.Logger,
 		})
 		if err := s.node.Start(handler); err != nil {
+			s.auth.Close()
 			s.leaveCluster()
 			db.Close()
 			dir.Close()
@@ -433,6 +447,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.api.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}
+	s.auth.Close()
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
 	}
