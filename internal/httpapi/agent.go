@@ -6,6 +6,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/auth"
+	"github.com/tandem-dev/tandem/internal/store"
+
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -31,6 +34,12 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := a.cfg.Agent.Prompt(r.Context(), chi.URLParam(r, "wid"), req)
+	noteAudit(r, func(e *store.AuditEntry) {
+		e.SessionID, e.ClientID, e.RunID = req.SessionID, req.ClientID, acc.RunID
+		if req.Delivery == proto.DeliverySteer {
+			e.Action = string(auth.Steer)
+		}
+	})
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -40,6 +49,7 @@ func (a *API) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := a.cfg.Agent.Compact(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	noteAudit(r, func(e *store.AuditEntry) { e.RunID = acc.RunID })
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -82,6 +92,7 @@ func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	result, err := a.cfg.Agent.AnswerPermission(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid")+", "+req.Decision })
 	a.Respond(w, r, http.StatusOK, proto.PermissionAnswered{Resolved: true, Result: result}, err)
 }
 
@@ -91,6 +102,7 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := a.cfg.Agent.AnswerToolCall(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid") })
 	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
 }
 

@@ -423,3 +423,16 @@ func (t *routeTable) match(method, path string) routeMatch {
 	}
 	return m
 }
+
+// RouteAction returns the action of a route as chi registers it (METHOD,
+// pattern), for the transports and tools that list what each role may do;
+// ok is false for a route without one, which needs the owner role, and
+// public is true for the routes that need no token.
+func RouteAction(method, pattern string) (act auth.Action, ok, public bool) {
+	key := routeKey(method, pattern)
+	if publicRoutes[key] {
+		return "", true, true
+	}
+	act, ok = routeActions[key]
+	return act, ok, false
+}

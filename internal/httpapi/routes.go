@@ -11,6 +11,7 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/httpapi/sse"
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -263,6 +264,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := a.cfg.Sessions.Create(r.Context(), chi.URLParam(r, "wid"), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.SessionID, e.ClientID = s.ID, req.ClientID })
 	a.Respond(w, r, http.StatusCreated, s, err)
 }
 
