@@ -92,7 +92,9 @@ func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	result, err := a.cfg.Agent.AnswerPermission(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
-	noteAudit(r, func(e *store.AuditEntry) { e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid")+", "+req.Decision })
+	noteAudit(r, func(e *store.AuditEntry) {
+		e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid")+", "+req.Decision
+	})
 	a.Respond(w, r, http.StatusOK, proto.PermissionAnswered{Resolved: true, Result: result}, err)
 }
 
