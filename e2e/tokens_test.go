@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -516,4 +517,88 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Who did what: every event of a run carries the prompter as its actor
+// until an answer, whose events (permission.resolved and what follows in
+// the run) carry the answerer; the user message has its author, and the
+// stream's arrival and GET workspace name the person attached.
+func TestAttribution(t *testing.T) {
+	e := startEnv(t)
+	ws := e.createWorkspace()
+	alice, aliceSecret := e.person("alice", "member")
+	bob, bobSecret := e.person("bob", "member")
+	watcher := e.openStream(ws.ID, newClientID(), "")
+	aliceStream := e.openStream(ws.ID, newClientID(), "", bearer(aliceSecret))
+	var presence proto.ClientPresence
+	for presence.ClientID != aliceStream.ClientID {
+		presence = dataOf[proto.ClientPresence](watcher, proto.EventClientAttached)
+	}
+	assert.Equal(t, proto.ClientPresence{ClientID: aliceStream.ClientID, Clients: 2, Name: "alice"}, presence)
+	var got proto.Workspace
+	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID, nil, &got)
+	var names []string
+	for _, a := range got.Attached {
+		names = append(names, a.Name)
+	}
+	assert.Equal(t, []string{"owner", "alice"}, names)
+
+	var sess proto.Session
+	status, raw := e.as(aliceSecret, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{"client_id": aliceStream.ClientID}, &sess)
+	require.Equal(t, http.StatusCreated, status, "%s", raw)
+	var acc proto.PromptAccepted
+	status, raw = e.as(aliceSecret, "POST", "/v1/workspaces/"+ws.ID+"/agent", map[string]any{
+		"session_id": sess.ID, "client_id": aliceStream.ClientID, "prompt": `/tool write {"path": "by-alice.txt", "content": "x"}`}, &acc)
+	require.Equal(t, http.StatusAccepted, status, "%s", raw)
+	req := aliceStream.permissionRequested()
+	bobClient := newClientID()
+	status, raw = e.as(bobSecret, "POST", "/v1/workspaces/"+ws.ID+"/permissions/"+req.RequestID, map[string]any{"client_id": bobClient, "decision": "approve_once"}, nil)
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	_, frames := watcher.until(proto.EventRunCompleted)
+
+	aliceActor := &proto.Actor{TokenID: alice.ID, Name: "alice", ClientID: aliceStream.ClientID}
+	bobActor := &proto.Actor{TokenID: bob.ID, Name: "bob", ClientID: bobClient}
+	var sawResolved bool
+	for _, fr := range frames {
+		ev := fr.envelope(t)
+		if ev.RunID != acc.RunID {
+			continue
+		}
+		if ev.Type == proto.EventPermissionResolved {
+			sawResolved = true
+			var pr proto.PermissionResolved
+			require.NoError(t, json.Unmarshal(ev.Data, &pr))
+			assert.Equal(t, "bob", pr.ResolvedByName)
+			assert.Equal(t, bobClient, pr.ResolvedBy)
+		}
+		want := aliceActor
+		if sawResolved {
+			want = bobActor
+		}
+		assert.Equal(t, want, ev.Actor, "%s of alice's run", ev.Type)
+	}
+	assert.True(t, sawResolved)
+
+	// The history kept it: the user message's author and the events' actors.
+	var msgs proto.MessageList
+	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/sessions/"+sess.ID+"/messages", nil, &msgs)
+	require.NotEmpty(t, msgs.Messages)
+	assert.Equal(t, &proto.Author{Name: "alice", ClientID: aliceStream.ClientID}, msgs.Messages[0].Author)
+	var evs proto.EventList
+	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/sessions/"+sess.ID+"/events", nil, &evs)
+	accepted := 0
+	for _, ev := range evs.Events {
+		switch ev.Type {
+		case proto.EventRunAccepted, proto.EventRunStarted, proto.EventPermissionRequested:
+			accepted++
+			assert.Equal(t, aliceActor, ev.Actor, ev.Type)
+		case proto.EventPermissionResolved, proto.EventRunCompleted:
+			assert.Equal(t, bobActor, ev.Actor, ev.Type)
+		}
+	}
+	assert.Equal(t, 3, accepted)
+
+	aliceStream.close()
+	presence = dataOf[proto.ClientPresence](watcher, proto.EventClientDetached)
+	assert.Equal(t, proto.ClientPresence{ClientID: aliceStream.ClientID, Clients: 1, Name: "alice"}, presence)
 }

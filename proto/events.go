@@ -4,14 +4,16 @@ import "encoding/json"
 
 // Event is the envelope of every frame of the event stream that carries an id.
 type Event struct {
-	Seq         int64           `json:"seq"`
-	Type        string          `json:"type"`
-	WorkspaceID string          `json:"workspace_id"`
-	SessionID   string          `json:"session_id,omitempty"`
-	RunID       string          `json:"run_id,omitempty"`
-	Time        Time            `json:"time"`
-	Ephemeral   bool            `json:"ephemeral,omitempty"`
-	Data        json.RawMessage `json:"data"`
+	Seq         int64  `json:"seq"`
+	Type        string `json:"type"`
+	WorkspaceID string `json:"workspace_id"`
+	SessionID   string `json:"session_id,omitempty"`
+	RunID       string `json:"run_id,omitempty"`
+	Time        Time   `json:"time"`
+	Ephemeral   bool   `json:"ephemeral,omitempty"`
+	// Actor names the person whose request caused the event (section 9).
+	Actor *Actor          `json:"actor,omitempty"`
+	Data  json.RawMessage `json:"data"`
 }
 
 // Event types.
@@ -117,6 +119,8 @@ type SessionLog struct {
 type ClientPresence struct {
 	ClientID string `json:"client_id"`
 	Clients  int    `json:"clients"`
+	// Name is the person whose token opened the client's stream.
+	Name string `json:"name,omitempty"`
 }
 
 // WorkspaceClosing is the data of workspace.closing.

@@ -101,6 +101,9 @@ type Workspace struct {
 	Open      bool   `json:"open"`
 	Clients   int    `json:"clients"`
 	CreatedAt Time   `json:"created_at"`
+	// Attached lists the clients whose streams are open on this node,
+	// with the person each belongs to (section 9).
+	Attached []AttachedClient `json:"attached"`
 }
 
 // CreateWorkspaceRequest is the body of POST /v1/workspaces.

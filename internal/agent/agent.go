@@ -70,11 +70,13 @@ type Attachment struct {
 
 // Run is one run's inputs.
 type Run struct {
-	ID          string
-	SessionID   string
-	ClientID    string
-	Workspace   *workspace.Workspace
-	Prompt      string
+	ID        string
+	SessionID string
+	ClientID  string
+	Workspace *workspace.Workspace
+	Prompt    string
+	// Author is the person who prompted (section 9); nil when unknown.
+	Author      *proto.Author
 	Attachments []Attachment
 	// History is the session's conversation, shared by its runs; nil
 	// rereads it from the store at every model step.
@@ -129,9 +131,11 @@ type Run struct {
 // whose id was decided when it was accepted, enters the run's history
 // before the run's next model request.
 type Steer struct {
-	MessageID   string
-	Prompt      string
-	ClientID    string
+	MessageID string
+	Prompt    string
+	ClientID  string
+	// Author is the person who steered (section 9); nil when unknown.
+	Author      *proto.Author
 	Attachments []Attachment
 }
 
@@ -314,6 +318,7 @@ func (x *execution) compactRun() Result {
 func (x *execution) recordPrompt() {
 	user := x.newMessage(proto.RoleUser)
 	user.ClientID = x.run.ClientID
+	user.Author = x.run.Author
 	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
 	for _, a := range x.run.Attachments {
 		user.Parts = append(user.Parts, a.Part)
@@ -640,6 +645,7 @@ func (x *execution) takeSteers(final bool) bool {
 		m := x.newMessage(proto.RoleUser)
 		m.ID = st.MessageID
 		m.ClientID = st.ClientID
+		m.Author = st.Author
 		m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: st.Prompt})
 		for _, a := range st.Attachments {
 			m.Parts = append(m.Parts, a.Part)

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -44,4 +45,68 @@ func ActorOf(ctx context.Context, clientID string) *proto.Actor {
 		return nil
 	}
 	return id.Actor(clientID)
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx naming a as the actor of the events emitted under
+// it: a request's identity with the client it names, or a run's prompter.
+// A nil a leaves ctx as it is.
+func WithActor(ctx context.Context, a *proto.Actor) context.Context {
+	if a == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// ActorFrom is the actor of the events emitted under ctx: the one WithActor
+// set, else the request's identity (without a client), else nil.
+func ActorFrom(ctx context.Context) *proto.Actor {
+	if a, ok := ctx.Value(actorKey{}).(*proto.Actor); ok {
+		return a
+	}
+	if ref, ok := ctx.Value(actorRefKey{}).(*actorRef); ok {
+		return ref.p.Load()
+	}
+	return ActorOf(ctx, "")
+}
+
+// WithClient names the client a request acts through in the actor of the
+// events it causes.
+func WithClient(ctx context.Context, clientID string) context.Context {
+	if clientID == "" {
+		return ctx
+	}
+	return WithActor(ctx, ActorOf(ctx, clientID))
+}
+
+// Author is the author of a user message written under ctx, or nil.
+func Author(ctx context.Context) *proto.Author {
+	a := ActorFrom(ctx)
+	if a == nil {
+		return nil
+	}
+	return &proto.Author{Name: a.Name, ClientID: a.ClientID}
+}
+
+// actorRef is a run's actor, which an answer hands over to its answerer.
+type actorRef struct{ p atomic.Pointer[proto.Actor] }
+
+type actorRefKey struct{}
+
+// WithRunActor returns ctx for a run prompted by a: its events carry a
+// until an answer (a permission, a client tool call) hands the run over to
+// its answerer (Handover).
+func WithRunActor(ctx context.Context, a *proto.Actor) context.Context {
+	ref := &actorRef{}
+	ref.p.Store(a)
+	return context.WithValue(ctx, actorRefKey{}, ref)
+}
+
+// Handover makes a the actor of what the run of ctx does next; nothing
+// when ctx is no run's or a is nil.
+func Handover(ctx context.Context, a *proto.Actor) {
+	if ref, ok := ctx.Value(actorRefKey{}).(*actorRef); ok && a != nil {
+		ref.p.Store(a)
+	}
 }

@@ -33,7 +33,7 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	acc, err := a.cfg.Agent.Prompt(r.Context(), chi.URLParam(r, "wid"), req)
+	acc, err := a.cfg.Agent.Prompt(auth.WithClient(r.Context(), req.ClientID), chi.URLParam(r, "wid"), req)
 	noteAudit(r, func(e *store.AuditEntry) {
 		e.SessionID, e.ClientID, e.RunID = req.SessionID, req.ClientID, acc.RunID
 		if req.Delivery == proto.DeliverySteer {
@@ -72,7 +72,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	res, err := a.cfg.Agent.Resume(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
+	res, err := a.cfg.Agent.Resume(auth.WithClient(r.Context(), req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), req)
 	a.Respond(w, r, http.StatusOK, res, err)
 }
 
@@ -91,7 +91,7 @@ func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	result, err := a.cfg.Agent.AnswerPermission(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	result, err := a.cfg.Agent.AnswerPermission(auth.WithClient(r.Context(), req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
 	noteAudit(r, func(e *store.AuditEntry) {
 		e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid")+", "+req.Decision
 	})
@@ -103,7 +103,7 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	err := a.cfg.Agent.AnswerToolCall(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	err := a.cfg.Agent.AnswerToolCall(auth.WithClient(r.Context(), req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
 	noteAudit(r, func(e *store.AuditEntry) { e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid") })
 	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
 }

@@ -184,6 +184,7 @@ func (a *API) streamRequest(w http.ResponseWriter, r *http.Request) *streamCall 
 	if !ok {
 		return nil
 	}
+	opts.Name = id.Name
 	return &streamCall{ws: ws, opts: *opts, id: id}
 }
 
@@ -263,7 +264,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	if !a.Decode(w, r, &req) {
 		return
 	}
-	s, err := a.cfg.Sessions.Create(r.Context(), chi.URLParam(r, "wid"), req)
+	s, err := a.cfg.Sessions.Create(auth.WithClient(r.Context(), req.ClientID), chi.URLParam(r, "wid"), req)
 	noteAudit(r, func(e *store.AuditEntry) { e.SessionID, e.ClientID = s.ID, req.ClientID })
 	a.Respond(w, r, http.StatusCreated, s, err)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/sweep"
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -45,6 +46,10 @@ type Answer struct {
 	Content    string `json:"content,omitempty"`
 	IsError    bool   `json:"is_error,omitempty"`
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// ResolvedByName is the person who answered, Actor the actor of
+	// their answer: the run goes on in their name (auth.Handover).
+	ResolvedByName string       `json:"resolved_by_name,omitempty"`
+	Actor          *proto.Actor `json:"actor,omitempty"`
 }
 
 // record is what a pending row holds (store.Pending.Data).
@@ -197,6 +202,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 		r.rec.Applied = true
 		b.saveLocked(bg, r)
 		b.mu.Unlock()
+		auth.Handover(ctx, r.rec.Answer.Actor)
 		return r.rec.Answer, false
 	case r != nil:
 		if ref.Announce {
@@ -222,6 +228,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	select {
 	case ans := <-ch:
 		b.markApplied(bg, r.RequestID)
+		auth.Handover(ctx, ans.Actor)
 		return ans, false
 	case <-ctx.Done():
 	}
@@ -232,6 +239,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	select {
 	case ans := <-ch:
 		// Answered in the same instant: keep the answer, it is recorded.
+		auth.Handover(ctx, ans.Actor)
 		return ans, false
 	default:
 	}
@@ -284,10 +292,10 @@ func (b *Broker) resolveLocked(ctx context.Context, ws *workspace.Workspace, r *
 		return false, fmt.Errorf("resolve %s: %w", r.RequestID, err)
 	}
 	typ, data := proto.EventPermissionResolved, any(proto.PermissionResolved{
-		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy,
+		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy, ResolvedByName: ans.ResolvedByName,
 	})
 	if r.Kind == KindToolCall {
-		typ, data = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy}
+		typ, data = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy, ResolvedByName: ans.ResolvedByName}
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: data}); err != nil {
 		b.log.Error("announce resolution", "request_id", r.RequestID, "err", err)
@@ -323,6 +331,9 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 		return "", tandem.Errorf(proto.CodeBodyTooLarge, "feedback is %d bytes; at most %d are allowed", len(a.Feedback), MaxFeedback)
 	}
 	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
+	if id, ok := auth.FromContext(ctx); ok {
+		ans.ResolvedByName, ans.Actor = id.Name, auth.ActorFrom(ctx)
+	}
 
 	b.mu.Lock()
 	r, err := b.claimLocked(ctx, ws, requestID, KindPermission)
@@ -396,6 +407,9 @@ func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, re
 		return tandem.Invalid("give exactly one of result and error")
 	}
 	ans := Answer{ResolvedBy: a.ClientID}
+	if id, ok := auth.FromContext(ctx); ok {
+		ans.ResolvedByName, ans.Actor = id.Name, auth.ActorFrom(ctx)
+	}
 	if a.Error != nil {
 		ans.Content, ans.IsError = *a.Error, true
 	} else {

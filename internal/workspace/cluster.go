@@ -207,7 +207,7 @@ func (w *Workspace) setRemoteClaimsLocked(node string, clients map[string]int) {
 	}
 	for id, n := range clients {
 		for have[id] < n {
-			first, err := w.attach(id)
+			first, err := w.attach(id, "")
 			if err != nil {
 				break // closing or stopping: the next report tries again
 			}
