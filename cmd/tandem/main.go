@@ -42,6 +42,7 @@ commands:
   web         open the web app in a browser, signed in
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
   config      check configuration files (tandem config check [FILE])
+  token       manage people's tokens (tandem token create|list|revoke)
   serve       run the server
   version     print the version (also --version)
 
@@ -72,6 +73,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":
 		return configCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "token":
+		return tokenCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0
