@@ -46,7 +46,7 @@ export function MessageView(props: {
     return (
       <article class={`msg msg-user ${steer ? 'steered' : ''}`} data-testid="msg-user" data-run-id={m.run_id} data-steered={steer ? 'true' : undefined} aria-label="Prompt">
         <header class="msg-head muted small">
-          <span class="who">{who(state, from)}</span>
+          <span class="who">{from !== state.clientId && m.author?.name ? m.author.name : who(state, from)}</span>
           {steer && (
             <>
               {' '}

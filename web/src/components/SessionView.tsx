@@ -89,7 +89,11 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
 }
 
 export const who = (state: AppState, clientId?: string) =>
-  !clientId ? 'another client' : clientId === state.clientId ? 'you' : `client ${clientId.slice(0, 4)}`;
+  !clientId
+    ? 'another client'
+    : clientId === state.clientId
+      ? 'you'
+      : state.ws?.names?.[clientId] ?? `client ${clientId.slice(0, 4)}`;
 
 /** Timeline shows the session's rows, rendering only those in view. */
 function Timeline({ state, session: s }: { state: AppState; session: SessionState }) {
