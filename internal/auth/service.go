@@ -68,8 +68,12 @@ type Service struct {
 	cfg   Config
 	owner [32]byte
 
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	mu sync.Mutex
+	// limiters are the tokens' rates, by the digest of their secret: a
+	// token over its rate is refused before its lookup in the store, so a
+	// flood costs the store nothing. byToken finds a token's for revoke.
+	limiters map[[32]byte]*rate.Limiter
+	byToken  map[string][32]byte
 	touched  map[string]time.Time
 	streams  map[string]map[*stream]struct{} // by token id
 
@@ -96,7 +100,8 @@ func New(cfg Config) *Service {
 	s := &Service{
 		cfg:      cfg,
 		owner:    sha256.Sum256([]byte(cfg.OwnerToken)),
-		limiters: map[string]*rate.Limiter{},
+		limiters: map[[32]byte]*rate.Limiter{},
+		byToken:  map[string][32]byte{},
 		touched:  map[string]time.Time{},
 		streams:  map[string]map[*stream]struct{}{},
 		stop:     make(chan struct{}),
@@ -176,32 +181,60 @@ func (s *Service) touch(ctx context.Context, id string, now time.Time) {
 	}
 }
 
-// Allow takes one request of id's rate; when the rate is spent it returns
-// false and how long to wait. The owner token is unlimited unless
-// LimitOwner.
-func (s *Service) Allow(id Identity) (ok bool, retryAfter time.Duration) {
+// Spent reports whether the secret's token, seen before, has spent its
+// rate: then it is refused without being looked up. It takes nothing from
+// the rate; Allow does, once the token is known.
+func (s *Service) Spent(secret string) (retryAfter time.Duration, spent bool) {
+	if s.cfg.Rate <= 0 {
+		return 0, false
+	}
+	key := sha256.Sum256([]byte(secret))
+	s.mu.Lock()
+	lim := s.limiters[key]
+	s.mu.Unlock()
+	if lim == nil {
+		return 0, false
+	}
+	now := s.cfg.Now()
+	if lim.TokensAt(now) >= 1 {
+		return 0, false
+	}
+	return wait(lim, now), true
+}
+
+// Allow takes one request from the rate of id, authenticated with secret;
+// when the rate is spent it returns false and how long to wait. The owner
+// token is unlimited unless LimitOwner.
+func (s *Service) Allow(secret string, id Identity) (ok bool, retryAfter time.Duration) {
 	if s.cfg.Rate <= 0 || (id.TokenID == OwnerTokenID && !s.cfg.LimitOwner) {
 		return true, 0
 	}
+	key := sha256.Sum256([]byte(secret))
 	s.mu.Lock()
-	lim := s.limiters[id.TokenID]
+	lim := s.limiters[key]
 	if lim == nil {
 		burst := s.cfg.Burst
 		if burst <= 0 {
 			burst = max(1, int(math.Ceil(s.cfg.Rate*DefaultBurst/DefaultRate)))
 		}
 		lim = rate.NewLimiter(rate.Limit(s.cfg.Rate), burst)
-		s.limiters[id.TokenID] = lim
+		s.limiters[key] = lim
+		s.byToken[id.TokenID] = key
 	}
 	s.mu.Unlock()
 	now := s.cfg.Now()
 	if lim.AllowN(now, 1) {
 		return true, 0
 	}
+	return false, wait(lim, now)
+}
+
+// wait is how long until lim allows one more request.
+func wait(lim *rate.Limiter, now time.Time) time.Duration {
 	r := lim.ReserveN(now, 1)
-	wait := r.DelayFrom(now)
+	d := r.DelayFrom(now)
 	r.CancelAt(now)
-	return false, wait
+	return d
 }
 
 // Watch ends a stream opened with id (calls end) as soon as its token is
@@ -235,7 +268,10 @@ func (s *Service) endStreams(tokenID string) {
 	s.mu.Lock()
 	set := s.streams[tokenID]
 	delete(s.streams, tokenID)
-	delete(s.limiters, tokenID)
+	if key, ok := s.byToken[tokenID]; ok {
+		delete(s.limiters, key)
+		delete(s.byToken, tokenID)
+	}
 	s.mu.Unlock()
 	for st := range set {
 		st.end()

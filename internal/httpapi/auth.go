@@ -116,6 +116,10 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 		q := r.URL.Query()
 		secret, ok = q.Get("access_token"), q.Has("access_token")
 	}
+	if wait, spent := a.auth.Spent(secret); ok && spent {
+		a.rateLimited(w, r, wait)
+		return nil, nil, nil
+	}
 	var (
 		id   auth.Identity
 		name string
@@ -135,9 +139,8 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 		}
 		return nil, nil, nil
 	}
-	if ok, wait := a.auth.Allow(id); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-		a.reject(w, r, tandem.Errorf(proto.CodeRateLimited, "token of %s is over its rate of requests; retry in %s", id.Name, wait.Round(time.Millisecond)))
+	if ok, wait := a.auth.Allow(secret, id); !ok {
+		a.rateLimited(w, r, wait)
 		return nil, nil, nil
 	}
 	action, known := m.action()
@@ -162,6 +165,12 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 	ctx = context.WithValue(ctx, auditKey{}, n)
 	aw := &auditWriter{ResponseWriter: w, note: n}
 	return r.WithContext(ctx), aw, func() { n.record(http.StatusOK) }
+}
+
+// rateLimited answers 429 rate_limited with Retry-After.
+func (a *API) rateLimited(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+	a.reject(w, r, tandem.Errorf(proto.CodeRateLimited, "this token is over its rate of requests; retry in %s", wait.Round(time.Millisecond)))
 }
 
 // Authenticated reports whether r carries a valid token (for the cluster's
