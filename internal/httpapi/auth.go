@@ -353,14 +353,8 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	after, err := queryInt(q.Get("after"), "after")
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	limit, err := queryInt(q.Get("limit"), "limit")
-	if err == nil && q.Has("limit") && limit == 0 {
+	after, limit, err := pageQuery(r)
+	if err == nil && r.URL.Query().Has("limit") && limit == 0 {
 		err = tandem.Invalid("limit must be between 1 and %d, got 0", auth.MaxAuditPage)
 	}
 	if err != nil {

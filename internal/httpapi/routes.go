@@ -299,19 +299,23 @@ func (a *API) listMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listSessionEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	after, err := queryInt(q.Get("after"), "after")
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	limit, err := queryInt(q.Get("limit"), "limit")
+	after, limit, err := pageQuery(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	evs, err := a.cfg.Sessions.Events(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), after, int(limit))
 	a.Respond(w, r, http.StatusOK, proto.EventList{Events: evs}, err)
+}
+
+// pageQuery reads the paging parameters ?after=N&limit=N of a list.
+func pageQuery(r *http.Request) (after, limit int64, err error) {
+	q := r.URL.Query()
+	if after, err = queryInt(q.Get("after"), "after"); err != nil {
+		return 0, 0, err
+	}
+	limit, err = queryInt(q.Get("limit"), "limit")
+	return after, limit, err
 }
 
 func queryInt(v, name string) (int64, error) {
