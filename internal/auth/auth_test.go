@@ -1,11 +1,14 @@
 package auth
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
 )
 
 // Whatever an Authorization header holds, ParseBearer never panics, and
@@ -71,4 +74,36 @@ func TestPolicyIsOrdered(t *testing.T) {
 	err := Check(Viewer, Prompt)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "role viewer may not prompt")
+}
+
+// A flood of refused requests, which anyone can send without a token, does
+// not fill the audit log: past a burst, refusals are counted, and the next
+// entry kept says how many were not.
+func TestDeniedFloodIsBounded(t *testing.T) {
+	st := &memAudit{}
+	s := New(Config{Store: st, OwnerToken: "o"})
+	defer s.Close()
+	for range 1000 {
+		s.RecordDenied(t.Context(), store.AuditEntry{Detail: "GET /v1/workspaces"})
+	}
+	require.LessOrEqual(t, len(st.entries), deniedBurst+5)
+	require.GreaterOrEqual(t, len(st.entries), deniedBurst)
+	s.skipped = 1 // as if the next came after a wait
+	s.denials.SetBurst(deniedBurst + 1)
+	s.denials.SetLimit(1e9)
+	s.RecordDenied(t.Context(), store.AuditEntry{Detail: "x"})
+	last := st.entries[len(st.entries)-1]
+	assert.Equal(t, "auth.denied", last.Action)
+	assert.Contains(t, last.Detail, "and 1 refusals before it, not kept")
+}
+
+// memAudit is a store.Auth keeping the audit log in memory.
+type memAudit struct {
+	store.Auth
+	entries []store.AuditEntry
+}
+
+func (m *memAudit) AppendAudit(_ context.Context, e store.AuditEntry) (int64, error) {
+	m.entries = append(m.entries, e)
+	return int64(len(m.entries)), nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -76,6 +77,10 @@ type Service struct {
 	byToken  map[string][32]byte
 	touched  map[string]time.Time
 	streams  map[string]map[*stream]struct{} // by token id
+	// denials bounds the refusals the audit log keeps, which anyone can
+	// cause without a token; skipped counts those it did not keep.
+	denials *rate.Limiter
+	skipped int
 
 	stop chan struct{}
 	done chan struct{}
@@ -104,6 +109,7 @@ func New(cfg Config) *Service {
 		byToken:  map[string][32]byte{},
 		touched:  map[string]time.Time{},
 		streams:  map[string]map[*stream]struct{}{},
+		denials:  rate.NewLimiter(deniedRate, deniedBurst),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -444,6 +450,32 @@ func (s *Service) Record(ctx context.Context, e store.AuditEntry) {
 	if _, err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.cfg.Logger.Warn("audit log", "action", e.Action, "err", err)
 	}
+}
+
+// Refusals the audit log keeps: a steady 10 a second, in bursts of 100;
+// beyond, they are counted, and the next entry kept says how many were not.
+const (
+	deniedRate  = 10
+	deniedBurst = 100
+)
+
+// RecordDenied appends the audit entry of a refused request (a 401 or a
+// 403), unless a flood of refusals is under way: anyone can send those,
+// and they must not fill the store.
+func (s *Service) RecordDenied(ctx context.Context, e store.AuditEntry) {
+	e.Action = string(Denied)
+	s.mu.Lock()
+	if !s.denials.Allow() {
+		s.skipped++
+		s.mu.Unlock()
+		return
+	}
+	if s.skipped > 0 {
+		e.Detail += fmt.Sprintf(" (and %d refusals before it, not kept: too many at once)", s.skipped)
+		s.skipped = 0
+	}
+	s.mu.Unlock()
+	s.Record(ctx, e)
 }
 
 // Audit returns a page of the audit log: at most limit entries (default 100,

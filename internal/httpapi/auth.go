@@ -186,7 +186,7 @@ func (a *API) Authenticated(r *http.Request) bool {
 
 // deny records a 401 or 403 in the audit log.
 func (a *API) deny(r *http.Request, m routeMatch, id auth.Identity, err error) {
-	a.auth.Record(r.Context(), store.AuditEntry{TokenID: id.TokenID, Name: id.Name, Action: string(auth.Denied),
+	a.auth.RecordDenied(r.Context(), store.AuditEntry{TokenID: id.TokenID, Name: id.Name,
 		WorkspaceID: m.param("wid"), SessionID: m.param("sid"),
 		Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, tandem.ErrorMessage(err))})
 }
