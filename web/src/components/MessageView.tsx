@@ -6,7 +6,7 @@ import { fmtTokens, formatUsage, steerOf, type Notice, type SessionState } from 
 import type { Message, Part, Usage } from '../lib/types';
 import { useHighlightVersion } from './context';
 import { ToolCard } from './Cards';
-import { who } from './SessionView';
+import { personOf, who } from './SessionView';
 import { Icon } from './Icon';
 
 /** Markdown renders untrusted markdown, sanitized. */
@@ -46,7 +46,7 @@ export function MessageView(props: {
     return (
       <article class={`msg msg-user ${steer ? 'steered' : ''}`} data-testid="msg-user" data-run-id={m.run_id} data-steered={steer ? 'true' : undefined} aria-label="Prompt">
         <header class="msg-head muted small">
-          <span class="who">{from !== state.clientId && m.author?.name ? m.author.name : who(state, from)}</span>
+          <span class="who">{(from && from !== state.clientId && personOf(state, from, m.author?.name)) || who(state, from)}</span>
           {steer && (
             <>
               {' '}

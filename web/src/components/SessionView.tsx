@@ -88,12 +88,20 @@ export function SessionView({ state, session: s }: { state: AppState; session: S
   );
 }
 
+/**
+ * personOf is the person behind another client, when it is someone else
+ * than the one signed in here: another tab of the same person is told apart
+ * by its client, not by a name that would say "you" twice.
+ */
+export const personOf = (state: AppState, clientId: string, name = state.ws?.names?.[clientId]) =>
+  name && name !== state.me?.name ? name : undefined;
+
 export const who = (state: AppState, clientId?: string) =>
   !clientId
     ? 'another client'
     : clientId === state.clientId
       ? 'you'
-      : state.ws?.names?.[clientId] ?? `client ${clientId.slice(0, 4)}`;
+      : personOf(state, clientId) ?? `client ${clientId.slice(0, 4)}`;
 
 /** Timeline shows the session's rows, rendering only those in view. */
 function Timeline({ state, session: s }: { state: AppState; session: SessionState }) {

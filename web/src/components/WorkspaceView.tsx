@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { sortedSessions, pendingPermissions, isBusy } from '../lib/state';
 import { useController, shortId } from './context';
-import { SessionView } from './SessionView';
+import { personOf, SessionView } from './SessionView';
 import { Icon } from './Icon';
 
 const connLabel = {
@@ -33,7 +33,7 @@ function Presence({ state }: { state: AppState }) {
   const ws = state.ws;
   if (!ws) return null;
   const others = ws.clients.ids.filter((id) => id !== state.clientId);
-  const label = (id: string) => ws.names?.[id] ?? shortId(id);
+  const label = (id: string) => personOf(state, id) ?? shortId(id);
   const count = Math.max(ws.clients.count, others.length + 1);
   return (
     <span class="presence" data-testid="presence" title={['you (' + shortId(state.clientId) + ')', ...others.map(label)].join(', ')}>

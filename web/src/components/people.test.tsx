@@ -28,6 +28,8 @@ test('names replace client ids: from the attached list, client.attached and the 
   expect(who(st, 'c-carol')).toBe('carol');
   expect(who(st, 'me')).toBe('you');
   expect(who(st, 'c-zed0000')).toBe('client c-ze');
+  // Signed in as alice: alice's other client is told apart by its id.
+  expect(who({ ...st, me: { token_id: 't', name: 'alice', role: 'member' } }, 'c-alice')).toBe('client c-al');
 });
 
 test('the token screen says who the current token belongs to', () => {
