@@ -107,3 +107,14 @@ func (m *memAudit) AppendAudit(_ context.Context, e store.AuditEntry) (int64, er
 	m.entries = append(m.entries, e)
 	return int64(len(m.entries)), nil
 }
+
+// A transport that calls the domain directly asks with the identity its
+// context carries; without one it is refused.
+func TestCheckContext(t *testing.T) {
+	ctx := t.Context()
+	require.Error(t, CheckContext(ctx, Read))
+	member := WithIdentity(ctx, Identity{TokenID: "t", Name: "m", Role: Member})
+	require.NoError(t, CheckContext(member, Prompt))
+	require.Error(t, CheckContext(member, SessionDelete))
+	require.NoError(t, CheckContext(WithIdentity(ctx, Identity{Role: Owner}), SessionDelete))
+}

@@ -8,6 +8,7 @@
 package auth
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/tandem-dev/tandem/internal/tandem"
@@ -159,4 +160,16 @@ func Check(role Role, a Action) error {
 // ErrUnauthorized is the answer to a missing or wrong token.
 func errUnauthorized(format string, args ...any) error {
 	return tandem.Errorf(proto.CodeUnauthorized, "%s", fmt.Sprintf(format, args...))
+}
+
+// CheckContext is Check for the identity ctx carries (WithIdentity), for a
+// transport that calls the domain directly (a Copilot protocol bridge): it
+// authenticates its peer once, puts the identity in the context of each
+// call, and asks here before acting. A context without one is refused.
+func CheckContext(ctx context.Context, a Action) error {
+	id, ok := FromContext(ctx)
+	if !ok {
+		return errUnauthorized("no identity: the request was not authenticated")
+	}
+	return Check(id.Role, a)
 }
