@@ -4,16 +4,15 @@ import "encoding/json"
 
 // Event is the envelope of every frame of the event stream that carries an id.
 type Event struct {
-	Seq         int64  `json:"seq"`
-	Type        string `json:"type"`
-	WorkspaceID string `json:"workspace_id"`
-	SessionID   string `json:"session_id,omitempty"`
-	RunID       string `json:"run_id,omitempty"`
-	Time        Time   `json:"time"`
-	Ephemeral   bool   `json:"ephemeral,omitempty"`
-	// Actor names the person whose request caused the event (section 9).
-	Actor *Actor          `json:"actor,omitempty"`
-	Data  json.RawMessage `json:"data"`
+	Seq         int64           `json:"seq"`
+	Type        string          `json:"type"`
+	WorkspaceID string          `json:"workspace_id"`
+	SessionID   string          `json:"session_id,omitempty"`
+	RunID       string          `json:"run_id,omitempty"`
+	Time        Time            `json:"time"`
+	Ephemeral   bool            `json:"ephemeral,omitempty"`
+	Actor       *Actor          `json:"actor,omitempty"` // who caused it (section 9)
+	Data        json.RawMessage `json:"data"`
 }
 
 // Event types.

@@ -21,15 +21,16 @@ type Message struct {
 	Parts     []Part `json:"parts"`
 	Model     string `json:"model,omitempty"`
 	// ClientID is, on a user message, the client that sent the prompt.
-	ClientID string `json:"client_id,omitempty"`
-	// Author is, on a user message, the person who sent the prompt.
-	Author    *Author `json:"author,omitempty"`
-	CreatedAt Time    `json:"created_at"`
-	UpdatedAt Time    `json:"updated_at"`
+	ClientID  string `json:"client_id,omitempty"`
+	CreatedAt Time   `json:"created_at"`
+	UpdatedAt Time   `json:"updated_at"`
 	// Usage is, on an assistant message, what its model request consumed
 	// (the sum over its retries), once the request is done. A summary
 	// message's is what its summary requests consumed.
 	Usage *Usage `json:"usage,omitempty"`
+	// Author is, on a user message, the person who sent the prompt
+	// (section 9).
+	Author *Author `json:"author,omitempty"`
 }
 
 // Part types.

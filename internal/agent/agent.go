@@ -70,13 +70,12 @@ type Attachment struct {
 
 // Run is one run's inputs.
 type Run struct {
-	ID        string
-	SessionID string
-	ClientID  string
-	Workspace *workspace.Workspace
-	Prompt    string
-	// Author is the person who prompted (section 9); nil when unknown.
-	Author      *proto.Author
+	ID          string
+	SessionID   string
+	ClientID    string
+	Workspace   *workspace.Workspace
+	Prompt      string
+	Author      *proto.Author // who prompted (section 9); nil when unknown
 	Attachments []Attachment
 	// History is the session's conversation, shared by its runs; nil
 	// rereads it from the store at every model step.
@@ -131,11 +130,10 @@ type Run struct {
 // whose id was decided when it was accepted, enters the run's history
 // before the run's next model request.
 type Steer struct {
-	MessageID string
-	Prompt    string
-	ClientID  string
-	// Author is the person who steered (section 9); nil when unknown.
-	Author      *proto.Author
+	MessageID   string
+	Prompt      string
+	ClientID    string
+	Author      *proto.Author // who steered (section 9); nil when unknown
 	Attachments []Attachment
 }
 

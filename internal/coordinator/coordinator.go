@@ -120,12 +120,10 @@ type sessionRuns struct {
 
 // run is an accepted prompt.
 type run struct {
-	id       string
-	prompt   string
-	clientID string
-	// actor is who prompted (section 9): the run's events carry it. nil
-	// for a run recovered after a restart.
-	actor       *proto.Actor
+	id          string
+	prompt      string
+	clientID    string
+	actor       *proto.Actor // who prompted (section 9); nil for a run recovered after a restart
 	attachments []agent.Attachment
 	// encoded is attachments in their kept form (see keep.go), until the
 	// accept has stored them with its run.accepted.

@@ -35,10 +35,10 @@ type Workspace struct {
 	cancel  context.CancelFunc
 	// streams counts open streams per client; total is their sum.
 	streams map[string]int
+	total   int
 	// attached is who each client with a stream open here is, and since
 	// when (GET workspace's attached list).
 	attached map[string]proto.AttachedClient
-	total    int
 	// hold is the create grace timer; closer the detach grace timer of the
 	// whole workspace; gone the detach grace timers of single clients.
 	hold   *time.Timer
@@ -341,9 +341,8 @@ func (w *Workspace) Watched() bool { return w.topic.Watched() }
 
 // StreamOptions describe one SSE stream.
 type StreamOptions struct {
-	ClientID string
-	// Name is the person whose token opened the stream.
-	Name        string
+	ClientID    string
+	Name        string // the person whose token opened the stream
 	SessionID   string
 	LastEventID int64
 	Resume      bool
