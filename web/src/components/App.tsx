@@ -14,14 +14,6 @@ export function App({ controller }: { controller: Controller }) {
   else body = <WorkspaceView state={st} />;
   return (
     <Ctl.Provider value={controller}>
-      {st.auth === 'ok' && st.me && (
-        <div class="signed-in muted small" data-testid="signed-in">
-          Signed in as <strong>{st.me.name}</strong> ({st.me.role}) ·{' '}
-          <button type="button" class="link" onClick={() => controller.changeToken()}>
-            change token
-          </button>
-        </div>
-      )}
       {body}
       <Toasts toasts={st.toasts} />
     </Ctl.Provider>

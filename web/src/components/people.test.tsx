@@ -4,6 +4,10 @@ import { applyEvent, newWorkspaceState } from '../lib/state';
 import { env, time } from '../lib/testing';
 import type { AppState } from '../lib/controller';
 import { TokenScreen } from './TokenScreen';
+import { WorkspacePicker } from './WorkspacePicker';
+import { Ctl } from './context';
+import { Controller } from '../lib/controller';
+import { Api } from '../lib/api';
 import { who } from './SessionView';
 
 const appState = (over: Partial<AppState>): AppState =>
@@ -38,5 +42,21 @@ test('the token screen says who the current token belongs to', () => {
   expect(root.querySelector('[data-testid="signed-in-as"]')?.textContent).toBe('Signed in as alice (member). Paste another token to switch.');
   render(<TokenScreen state={appState({ auth: 'needed' })} />, root);
   expect(root.querySelector('[data-testid="signed-in-as"]')).toBeNull();
+  render(null, root);
+});
+
+test('the workspace picker says who is signed in, and changing the token goes back to the token screen', () => {
+  const c = new Controller({ api: new Api('tok'), clientId: 'me', schedule: (f) => f(), route: { get: () => '', set: () => {} } });
+  const root = document.createElement('div');
+  const st = appState({ me: { token_id: 't', name: 'bob', role: 'viewer' } });
+  render(
+    <Ctl.Provider value={c}>
+      <WorkspacePicker state={st} />
+    </Ctl.Provider>,
+    root,
+  );
+  expect(root.querySelector('[data-testid="signed-in"]')?.textContent).toContain('Signed in as bob (viewer)');
+  (root.querySelector('[data-testid="signed-in"] button') as HTMLButtonElement).click();
+  expect(c.state.auth).toBe('needed');
   render(null, root);
 });
