@@ -123,7 +123,8 @@ func TestPermissionSeenByAllFirstAnswerWins(t *testing.T) {
 
 	for _, s := range []*stream{a, b} {
 		res := s.permissionResolved()
-		assert.Equal(t, proto.PermissionResolved{RequestID: pa.RequestID, Result: proto.ResultApproved, ResolvedBy: a.ClientID}, res)
+		// The owner token answered: v1.2 names it (resolved_by_name).
+		assert.Equal(t, proto.PermissionResolved{RequestID: pa.RequestID, Result: proto.ResultApproved, ResolvedBy: a.ClientID, ResolvedByName: "owner"}, res)
 		rc, _ := s.completion(acc.RunID)
 		assert.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
 	}

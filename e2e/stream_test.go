@@ -43,7 +43,8 @@ func TestStreamOpensWithHeadersAndOpenedFrame(t *testing.T) {
 	assert.Equal(t, strconv.FormatInt(ev.Seq, 10), att.ID)
 	var presence proto.ClientPresence
 	require.NoError(t, json.Unmarshal(ev.Data, &presence))
-	assert.Equal(t, proto.ClientPresence{ClientID: cid, Clients: 1}, presence)
+	// Opened with the owner token: v1.2 names its person.
+	assert.Equal(t, proto.ClientPresence{ClientID: cid, Clients: 1, Name: "owner"}, presence)
 	assert.Equal(t, 1, e.workspace(ws.ID).Clients)
 }
 

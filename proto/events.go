@@ -11,6 +11,7 @@ type Event struct {
 	RunID       string          `json:"run_id,omitempty"`
 	Time        Time            `json:"time"`
 	Ephemeral   bool            `json:"ephemeral,omitempty"`
+	Actor       *Actor          `json:"actor,omitempty"` // who caused it (section 9)
 	Data        json.RawMessage `json:"data"`
 }
 
@@ -117,6 +118,8 @@ type SessionLog struct {
 type ClientPresence struct {
 	ClientID string `json:"client_id"`
 	Clients  int    `json:"clients"`
+	// Name is the person whose token opened the client's stream.
+	Name string `json:"name,omitempty"`
 }
 
 // WorkspaceClosing is the data of workspace.closing.

@@ -31,6 +31,9 @@ type Message struct {
 	// Rewound marks a message a rewind took out of the history; only
 	// GET .../messages?include_rewound=true lists them.
 	Rewound bool `json:"rewound,omitempty"`
+	// Author is, on a user message, the person who sent the prompt
+	// (section 9).
+	Author *Author `json:"author,omitempty"`
 }
 
 // Part types.

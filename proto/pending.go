@@ -52,6 +52,8 @@ type PermissionResolved struct {
 	Result     string `json:"result"`
 	Feedback   string `json:"feedback,omitempty"`
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// ResolvedByName is the person who answered (section 9).
+	ResolvedByName string `json:"resolved_by_name,omitempty"`
 }
 
 // ToolCallRequest asks the clients to run one of their tools; it is the data
@@ -71,6 +73,8 @@ type ToolResolved struct {
 	RequestID  string `json:"request_id"`
 	IsError    bool   `json:"is_error"`
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// ResolvedByName is the person who answered (section 9).
+	ResolvedByName string `json:"resolved_by_name,omitempty"`
 }
 
 // PendingWork lists what waits on the clients.

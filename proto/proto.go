@@ -101,6 +101,9 @@ type Workspace struct {
 	Open      bool   `json:"open"`
 	Clients   int    `json:"clients"`
 	CreatedAt Time   `json:"created_at"`
+	// Attached lists the clients whose streams are open on this node,
+	// with the person each belongs to (section 9).
+	Attached []AttachedClient `json:"attached"`
 }
 
 // CreateWorkspaceRequest is the body of POST /v1/workspaces.
@@ -171,6 +174,8 @@ type Session struct {
 	Queued          int            `json:"queued"`
 	AttachedClients int            `json:"attached_clients"`
 	Context         SessionContext `json:"context"`
+	// PermissionMode is how its tools are approved (ask when unset).
+	PermissionMode string `json:"permission_mode,omitempty"`
 	// Usage is the session's runs' usage summed.
 	Usage      Usage      `json:"usage"`
 	Compaction Compaction `json:"compaction"`

@@ -192,7 +192,11 @@ func (p *eventPrinter) print(ev proto.Event) error {
 		}
 	}
 	p.end()
-	_, err := fmt.Fprintf(p.w, "%s %s\n", head, summarize(ev))
+	line := summarize(ev)
+	if ev.Actor != nil && ev.Actor.Name != "" && ev.Type != proto.EventClientAttached && ev.Type != proto.EventClientDetached {
+		line += " (by " + ev.Actor.Name + ")"
+	}
+	_, err := fmt.Fprintf(p.w, "%s %s\n", head, line)
 	return err
 }
 
@@ -272,6 +276,9 @@ func summarize(ev proto.Event) string {
 	case proto.EventPermissionResolved:
 		if d, err := client.DecodeData[proto.PermissionResolved](ev); err == nil {
 			s := fmt.Sprintf("%s [request %s]", d.Result, d.RequestID)
+			if d.ResolvedByName != "" {
+				s = fmt.Sprintf("%s by %s [request %s]", d.Result, d.ResolvedByName, d.RequestID)
+			}
 			if d.Feedback != "" {
 				s += ": " + shorten(d.Feedback)
 			}
@@ -290,6 +297,9 @@ func summarize(ev proto.Event) string {
 		}
 	case proto.EventClientAttached, proto.EventClientDetached:
 		if d, err := client.DecodeData[proto.ClientPresence](ev); err == nil {
+			if d.Name != "" {
+				return fmt.Sprintf("%s, client %s (%d attached)", d.Name, short(d.ClientID), d.Clients)
+			}
 			return fmt.Sprintf("client %s (%d attached)", short(d.ClientID), d.Clients)
 		}
 	case proto.EventWorkspaceClosing:

@@ -353,6 +353,9 @@ func TestAttachPrintsReadableLines(t *testing.T) {
 	out := att.stdout.String()
 	assert.Contains(t, out, "text: echo: hello world\n", "a message's deltas make one line")
 	assert.Regexp(t, `run\.completed +[0-9a-f]{8} run [0-9a-f]{8} end_turn`, out)
+	// v1.2: who caused each event, and who is attached.
+	assert.Regexp(t, `run\.accepted +[0-9a-f]{8} run [0-9a-f]{8} running \(position 0\) \(by owner\)`, out)
+	assert.Contains(t, out, "owner, client ")
 }
 
 func TestRunStartsAServerWhenNoneAnswers(t *testing.T) {

@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +44,7 @@ commands:
   web         open the web app in a browser, signed in
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
   config      check configuration files (tandem config check [FILE])
+  token       manage people's tokens (tandem token create|list|revoke)
   serve       run the server
   copilot     serve the GitHub Copilot SDK protocol (an SDK's CLI)
   version     print the version (also --version)
@@ -79,6 +82,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return copilotCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":
 		return configCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "token":
+		return tokenCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "tandem", server.Version)
 		return 0
@@ -122,6 +127,10 @@ type serveOptions struct {
 	debugAddr string
 	// copilotAddr serves the Copilot SDK protocol beside HTTP (see copilot.go).
 	copilotAddr string
+	// rate is --rate (TANDEM_RATE), each token's requests per second;
+	// rateSet says it was given, which limits the owner token too.
+	rate    float64
+	rateSet bool
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveOptions, error) {
@@ -170,6 +179,7 @@ flags:
 	fs.StringVar(&o.nodeID, "node-id", env("TANDEM_NODE_ID", ""), "this node's id in a cluster (TANDEM_NODE_ID); default: host name plus a random suffix")
 	fs.StringVar(&o.debugAddr, "debug-addr", env("TANDEM_DEBUG_ADDR", ""), "serve Go runtime profiles and traces (net/http/pprof) on this loopback address, without a token; off when empty (TANDEM_DEBUG_ADDR)")
 	fs.StringVar(&o.copilotAddr, "copilot-addr", env("TANDEM_COPILOT_ADDR", ""), "also serve the GitHub Copilot SDK protocol on this address, HOST:PORT; its clients connect with the server's token (TANDEM_COPILOT_ADDR)")
+	rate := fs.String("rate", getenv("TANDEM_RATE"), "each token's requests per second, in bursts of 5 times as many; 0 is unlimited (TANDEM_RATE); default 20, the owner token unlimited unless given")
 	origins := fs.String("allowed-origins", env("TANDEM_ALLOWED_ORIGINS", ""), "comma-separated browser origins (scheme://host[:port]) allowed to call the API besides the server's own (TANDEM_ALLOWED_ORIGINS)")
 	durations := []struct {
 		p    *time.Duration
@@ -203,6 +213,13 @@ flags:
 		if *d.p <= 0 {
 			return o, fmt.Errorf("--%s must be positive", d.name)
 		}
+	}
+	if *rate != "" {
+		r, err := strconv.ParseFloat(*rate, 64)
+		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return o, fmt.Errorf("--rate must be a number of requests per second, 0 or more, got %q", *rate)
+		}
+		o.rate, o.rateSet = r, true
 	}
 	if (o.storeURL == "") != (o.busURL == "") {
 		return o, errors.New("a cluster needs both --store (TANDEM_STORE) and --bus (TANDEM_BUS)")
@@ -354,6 +371,8 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		BusURL:         o.busURL,
 		NodeID:         o.nodeID,
 		LeaseTTL:       o.leaseTTL,
+		Rate:           o.rate,
+		RateSet:        o.rateSet,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)

@@ -580,6 +580,11 @@ func (r *runner) permissionResolved(ev proto.Event) {
 		r.ask.resolved(d.RequestID)
 	}
 	if !r.o.json {
+		if d.ResolvedByName != "" && d.ResolvedBy != r.b.c.ClientID() {
+			// Answered by someone else: say who.
+			r.scr.Line("[permission] %s: %s by %s", what, d.Result, d.ResolvedByName)
+			return
+		}
 		r.scr.Line("[permission] %s: %s", what, d.Result)
 	}
 }

@@ -75,6 +75,7 @@ type Run struct {
 	ClientID    string
 	Workspace   *workspace.Workspace
 	Prompt      string
+	Author      *proto.Author // who prompted (section 9); nil when unknown
 	Attachments []Attachment
 	// History is the session's conversation, shared by its runs; nil
 	// rereads it from the store at every model step.
@@ -139,6 +140,7 @@ type Steer struct {
 	MessageID   string
 	Prompt      string
 	ClientID    string
+	Author      *proto.Author // who steered (section 9); nil when unknown
 	Attachments []Attachment
 }
 
@@ -324,6 +326,7 @@ func (x *execution) compactRun() Result {
 func (x *execution) recordPrompt() {
 	user := x.newMessage(proto.RoleUser)
 	user.ClientID = x.run.ClientID
+	user.Author = x.run.Author
 	user.Parts = append(user.Parts, proto.Part{Type: proto.PartText, Text: x.run.Prompt})
 	for _, a := range x.run.Attachments {
 		user.Parts = append(user.Parts, a.Part)
@@ -651,6 +654,7 @@ func (x *execution) takeSteers(final bool) bool {
 		m := x.newMessage(proto.RoleUser)
 		m.ID = st.MessageID
 		m.ClientID = st.ClientID
+		m.Author = st.Author
 		m.Parts = append(m.Parts, proto.Part{Type: proto.PartText, Text: st.Prompt})
 		for _, a := range st.Attachments {
 			m.Parts = append(m.Parts, a.Part)

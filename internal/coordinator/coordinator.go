@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/mcp"
@@ -133,6 +134,7 @@ type run struct {
 	id          string
 	prompt      string
 	clientID    string
+	actor       *proto.Actor // who prompted (section 9); nil for a run recovered after a restart
 	attachments []agent.Attachment
 	// encoded is attachments in their kept form (see keep.go), until the
 	// accept has stored them with its run.accepted.
@@ -329,6 +331,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	r := &run{
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
 		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
+		actor: auth.ActorFrom(ctx),
 	}
 	if len(atts) > 0 {
 		// Encoded before any lock is taken: it copies up to 20 MiB.
@@ -367,7 +370,7 @@ func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessio
 		return c.accept(ctx, ws, sessionID, r, deletes)
 	}
 	defer sr.mu.Unlock()
-	st := agent.Steer{MessageID: uuid.Must(uuid.NewV7()).String(), Prompt: r.prompt, ClientID: r.clientID, Attachments: r.attachments}
+	st := agent.Steer{MessageID: uuid.Must(uuid.NewV7()).String(), Prompt: r.prompt, ClientID: r.clientID, Attachments: r.attachments, Author: auth.Author(ctx)}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventRunAccepted, SessionID: sessionID, RunID: active.id,
 		Data:  proto.RunAccepted{RunID: active.id, State: proto.RunSteered, ClientID: r.clientID, Prompt: r.prompt, MessageID: st.MessageID},
@@ -395,7 +398,7 @@ func (c *Coordinator) Compact(ctx context.Context, wsID, sessionID string) (prot
 		return proto.PromptAccepted{}, err
 	}
 	deletes, changes, sess, cfg := ad.deletes, ad.changes, ad.session, ad.config
-	r := &run{id: uuid.NewString(), session: &sess, changes: changes, config: cfg, compact: true}
+	r := &run{id: uuid.NewString(), session: &sess, changes: changes, config: cfg, compact: true, actor: auth.ActorFrom(ctx)}
 	state, position, err := c.accept(ctx, ws, sess.ID, r, deletes)
 	if err != nil {
 		return proto.PromptAccepted{}, err
@@ -594,7 +597,7 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 		history := sr.historyLocked()
 		sr.mu.Unlock()
 
-		c.execute(ctx, sr, r, history)
+		c.execute(auth.WithRunActor(ctx, r.actor), sr, r, history)
 		cancel()
 	}
 }
@@ -665,6 +668,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		ClientID:    r.clientID,
 		Workspace:   sr.ws,
 		Prompt:      r.prompt,
+		Author:      auth.Author(ctx),
 		Attachments: r.attachments,
 		Canceled:    r.isCanceled,
 		Commit:      r.commit,

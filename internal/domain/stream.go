@@ -21,6 +21,9 @@ type StreamRequest struct {
 	// LastEventID is where a resumed stream goes on from, when Resume.
 	LastEventID int64
 	Resume      bool
+	// Name is the person the client acts for, as client.attached and the
+	// workspace's attached list name it (section 9).
+	Name string
 }
 
 // Stream is one client's stream of a workspace.

@@ -5,6 +5,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/auth"
+	"github.com/tandem-dev/tandem/internal/store"
+
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -14,6 +17,12 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := a.cfg.Runs.Prompt(caller(r, req.ClientID), chi.URLParam(r, "wid"), req)
+	noteAudit(r, func(e *store.AuditEntry) {
+		e.SessionID, e.ClientID, e.RunID = req.SessionID, req.ClientID, acc.RunID
+		if req.Delivery == proto.DeliverySteer {
+			e.Action = string(auth.Steer)
+		}
+	})
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -23,6 +32,7 @@ func (a *API) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := a.cfg.Runs.Compact(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"))
+	noteAudit(r, func(e *store.AuditEntry) { e.RunID = acc.RunID })
 	a.Respond(w, r, http.StatusAccepted, acc, err)
 }
 
@@ -65,6 +75,9 @@ func (a *API) answerPermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	result, err := a.cfg.Pending.AnswerPermission(caller(r, req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	noteAudit(r, func(e *store.AuditEntry) {
+		e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid")+", "+req.Decision
+	})
 	a.Respond(w, r, http.StatusOK, proto.PermissionAnswered{Resolved: true, Result: result}, err)
 }
 
@@ -74,6 +87,7 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := a.cfg.Pending.AnswerToolCall(caller(r, req.ClientID), chi.URLParam(r, "wid"), chi.URLParam(r, "rid"), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.ClientID, e.Detail = req.ClientID, "request "+chi.URLParam(r, "rid") })
 	a.Respond(w, r, http.StatusOK, proto.ToolCallAnswered{Resolved: true}, err)
 }
 

@@ -5,14 +5,11 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/tandem-dev/tandem/api"
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
@@ -54,20 +52,20 @@ type Config struct {
 	// Services is the domain the routes call: the local one on a single
 	// server, the cluster's router on a node of a cluster.
 	domain.Services
-	// MayAllowAll reports whether the request's caller may make a session
-	// whose permission_mode is allow_all by importing it (section 9: the
-	// owner role). nil: nobody may; imports of such sessions ask.
-	MayAllowAll func(r *http.Request) bool
-	Logger      *slog.Logger
+	// Auth knows people's tokens and roles (section 9); nil knows only
+	// Token, the owner's.
+	Auth   *auth.Service
+	Logger *slog.Logger
 }
 
 // API serves the /v1 routes.
 type API struct {
 	cfg      Config
 	log      *slog.Logger
-	token    [32]byte
 	origins  map[string]struct{} // AllowedOrigins, normalized
 	stopping atomic.Bool
+	auth     *auth.Service
+	routes   *routeTable // filled by Handler
 
 	// active counts the handlers running, so a shutdown that had to close
 	// connections under them can wait for them before the store closes.
@@ -93,7 +91,10 @@ func New(cfg Config) *API {
 			origins[n] = struct{}{}
 		}
 	}
-	return &API{cfg: cfg, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token)), origins: origins}
+	if cfg.Auth == nil {
+		cfg.Auth = auth.New(auth.Config{OwnerToken: cfg.Token})
+	}
+	return &API{cfg: cfg, log: cfg.Logger, origins: origins, auth: cfg.Auth, routes: &routeTable{}}
 }
 
 // BeginShutdown makes every later request but health answer 503 shutting_down.
@@ -147,7 +148,7 @@ func (a *API) leave() {
 // Handler returns the root handler.
 func (a *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	routes := &routeTable{}
+	routes := a.routes
 	r.Use(a.track, a.logRequests, a.recoverer, a.guard(routes), a.limitBody)
 	// The app is what no route takes, so it can never shadow one of /v1.
 	r.NotFound(a.serveApp)
@@ -165,7 +166,8 @@ func (a *API) Handler() http.Handler {
 	// middleware it went through stays on it (see streamEvents).
 	r.Get("/v1/workspaces/{wid}/events", a.streamEvents)
 	r.Group(func(r chi.Router) {
-		r.Use(a.refuseWhileStopping, a.authenticate)
+		r.Use(a.refuseWhileStopping, a.authorize)
+		a.authRoutes(r)
 		r.Route("/v1/workspaces", func(r chi.Router) {
 			r.Post("/", a.createWorkspace)
 			r.Get("/", a.listWorkspaces)
@@ -212,39 +214,6 @@ func (a *API) Handler() http.Handler {
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel, NodeID: a.cfg.NodeID})
-}
-
-// authenticate checks the bearer token. Only the SSE route also takes
-// ?access_token=, because browsers' EventSource cannot set headers.
-func (a *API) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.unauthorized(w, r) {
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// unauthorized answers 401 and reports true unless r carries the token.
-//
-//go:noinline
-func (a *API) unauthorized(w http.ResponseWriter, r *http.Request) bool {
-	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok && isStreamRoute(r) {
-		given, ok = r.URL.Query().Get("access_token"), r.URL.Query().Has("access_token")
-	}
-	// Comparing digests keeps the comparison constant-time whatever the lengths.
-	sum := sha256.Sum256([]byte(given))
-	if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-		a.reject(w, r, tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token"))
-		return true
-	}
-	return false
-}
-
-func isStreamRoute(r *http.Request) bool {
-	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/workspaces/") && strings.HasSuffix(r.URL.Path, "/events") &&
-		strings.Count(r.URL.Path, "/") == 4
 }
 
 func (a *API) refuseWhileStopping(next http.Handler) http.Handler {

@@ -126,19 +126,22 @@ type routeTable struct {
 type route struct {
 	method   string
 	segments []string // "{}" matches any one segment
+	key      string   // routeKey of the route
+	names    []string // the parameters' names by segment, "" for literals
 }
 
 // fill reads the routes of r; it runs once the routes are registered.
 func (t *routeTable) fill(r chi.Routes) error {
 	return chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		var segs []string
+		var segs, names []string
 		for _, seg := range splitPath(pattern) {
+			name := ""
 			if strings.HasPrefix(seg, "{") {
-				seg = "{}"
+				name, seg = strings.Trim(seg, "{}"), "{}"
 			}
-			segs = append(segs, seg)
+			segs, names = append(segs, seg), append(names, name)
 		}
-		t.routes = append(t.routes, route{method: method, segments: segs})
+		t.routes = append(t.routes, route{method: method, segments: segs, key: routeKey(method, pattern), names: names})
 		return nil
 	})
 }

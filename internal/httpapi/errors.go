@@ -23,8 +23,10 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case proto.CodeUnauthorized:
 		return http.StatusUnauthorized
-	case proto.CodeForbiddenOrigin, proto.CodeForbiddenHost:
+	case proto.CodeForbiddenOrigin, proto.CodeForbiddenHost, proto.CodeForbidden:
 		return http.StatusForbidden
+	case proto.CodeRateLimited:
+		return http.StatusTooManyRequests
 	case proto.CodeWorkspaceNotFound, proto.CodeSessionNotFound, proto.CodeRequestNotFound, proto.CodeNotFound,
 		proto.CodeMessageNotFound, proto.CodeCheckpointNotFound:
 		return http.StatusNotFound

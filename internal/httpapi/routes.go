@@ -9,8 +9,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/httpapi/sse"
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -99,12 +101,14 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (a *API) streamDetached(w http.ResponseWriter, r *http.Request, st *streamCall) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx, cancel := context.WithCancel(auth.WithIdentity(context.WithoutCancel(r.Context()), st.id))
 	sink := sse.NewConn(w, cancel)
 	ended := make(chan error, 1)
+	unwatch := a.auth.Watch(st.id, cancel)
 	a.enter()
 	go func() {
 		defer a.leave()
+		defer unwatch()
 		err := st.stream.Serve(ctx, sink)
 		cancel()
 		select {
@@ -141,6 +145,7 @@ type streamCall struct {
 	stream      domain.Stream
 	workspaceID string
 	clientID    string
+	id          auth.Identity // who opened it: the stream ends when its token does
 }
 
 // streamRequest admits and decodes a stream request, answering it itself
@@ -149,9 +154,14 @@ type streamCall struct {
 //
 //go:noinline
 func (a *API) streamRequest(w http.ResponseWriter, r *http.Request) *streamCall {
-	if a.refused(w, r) || a.unauthorized(w, r) {
+	if a.refused(w, r) {
 		return nil
 	}
+	r, _, done := a.admit(w, r)
+	if r == nil {
+		return nil
+	}
+	done()
 	st, err := a.subscribe(r)
 	if err != nil {
 		a.writeError(w, r, err)
@@ -166,13 +176,14 @@ func (a *API) subscribe(r *http.Request) (*streamCall, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := domain.StreamRequest{ClientID: q.Get("client_id"), SessionID: q.Get("session_id"), LastEventID: n, Resume: resume}
+	id, _ := auth.FromContext(r.Context())
+	req := domain.StreamRequest{ClientID: q.Get("client_id"), SessionID: q.Get("session_id"), LastEventID: n, Resume: resume, Name: id.Name}
 	wid := chi.URLParam(r, "wid")
 	stream, err := a.cfg.Streams.Subscribe(caller(r, req.ClientID), wid, req)
 	if err != nil {
 		return nil, err
 	}
-	return &streamCall{stream: stream, workspaceID: wid, clientID: req.ClientID}, nil
+	return &streamCall{stream: stream, workspaceID: wid, clientID: req.ClientID, id: id}, nil
 }
 
 // streamEnded answers a claim refusal, which comes before the stream
@@ -218,6 +229,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := a.cfg.Sessions.Create(caller(r, req.ClientID), chi.URLParam(r, "wid"), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.SessionID, e.ClientID = s.ID, req.ClientID })
 	a.Respond(w, r, http.StatusCreated, s, err)
 }
 
@@ -255,19 +267,23 @@ func (a *API) listMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listSessionEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	after, err := queryInt(q.Get("after"), "after")
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	limit, err := queryInt(q.Get("limit"), "limit")
+	after, limit, err := pageQuery(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	evs, err := a.cfg.Sessions.Events(r.Context(), chi.URLParam(r, "wid"), chi.URLParam(r, "sid"), after, int(limit))
 	a.Respond(w, r, http.StatusOK, proto.EventList{Events: evs}, err)
+}
+
+// pageQuery reads the paging parameters ?after=N&limit=N of a list.
+func pageQuery(r *http.Request) (after, limit int64, err error) {
+	q := r.URL.Query()
+	if after, err = queryInt(q.Get("after"), "after"); err != nil {
+		return 0, 0, err
+	}
+	limit, err = queryInt(q.Get("limit"), "limit")
+	return after, limit, err
 }
 
 func queryInt(v, name string) (int64, error) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/keylock"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/sweep"
@@ -46,6 +47,10 @@ type Answer struct {
 	Content    string `json:"content,omitempty"`
 	IsError    bool   `json:"is_error,omitempty"`
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// ResolvedByName is the person who answered, Actor the actor of
+	// their answer: the run goes on in their name (auth.Handover).
+	ResolvedByName string       `json:"resolved_by_name,omitempty"`
+	Actor          *proto.Actor `json:"actor,omitempty"`
 }
 
 // record is what a pending row holds (store.Pending.Data).
@@ -250,6 +255,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 			unlock()
 			// Answered while the run was suspended: use the recorded answer.
 			b.settle(bg, r)
+			auth.Handover(ctx, r.rec.Answer.Actor)
 			return r.rec.Answer, false
 		}
 		ch = b.wait(r)
@@ -262,6 +268,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	select {
 	case ans := <-ch:
 		b.settle(bg, r)
+		auth.Handover(ctx, ans.Actor)
 		return ans, false
 	case <-ctx.Done():
 	}
@@ -273,6 +280,7 @@ func (b *Broker) ask(ctx context.Context, ref Ref, kind string, build func(id st
 	case ans := <-ch:
 		// Answered in the same instant: keep the answer, it is recorded.
 		b.settle(bg, r)
+		auth.Handover(ctx, ans.Actor)
 		return ans, false
 	default:
 	}
@@ -382,10 +390,10 @@ func (b *Broker) resolve(ctx context.Context, ws *workspace.Workspace, r *row, a
 	}
 	r.rec.Resolved, r.rec.Answer, r.Resolved, r.Data = true, ans, true, data
 	typ, payload := proto.EventPermissionResolved, any(proto.PermissionResolved{
-		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy,
+		RequestID: r.RequestID, Result: ans.Result, Feedback: ans.Feedback, ResolvedBy: ans.ResolvedBy, ResolvedByName: ans.ResolvedByName,
 	})
 	if r.Kind == KindToolCall {
-		typ, payload = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy}
+		typ, payload = proto.EventToolResolved, proto.ToolResolved{RequestID: r.RequestID, IsError: ans.IsError, ResolvedBy: ans.ResolvedBy, ResolvedByName: ans.ResolvedByName}
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{Type: typ, SessionID: r.SessionID, RunID: r.RunID, Data: payload}); err != nil {
 		b.log.Error("announce resolution", "request_id", r.RequestID, "err", err)
@@ -456,6 +464,9 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 		return "", tandem.Errorf(proto.CodeBodyTooLarge, "feedback is %d bytes; at most %d are allowed", len(a.Feedback), MaxFeedback)
 	}
 	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
+	if id, ok := auth.FromContext(ctx); ok {
+		ans.ResolvedByName, ans.Actor = id.Name, auth.ActorFrom(ctx)
+	}
 
 	var approve func(*row) error
 	if ans.Result == proto.ResultApprovedForSession {
@@ -518,6 +529,9 @@ func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, re
 		return tandem.Invalid("give exactly one of result and error")
 	}
 	ans := Answer{ResolvedBy: a.ClientID}
+	if id, ok := auth.FromContext(ctx); ok {
+		ans.ResolvedByName, ans.Actor = id.Name, auth.ActorFrom(ctx)
+	}
 	if a.Error != nil {
 		ans.Content, ans.IsError = *a.Error, true
 	} else {

@@ -106,16 +106,7 @@ func startNodes(t *testing.T, n int) []*testNode {
 // call makes an API call on the node and decodes its answer into out.
 func (n *testNode) call(t *testing.T, method, path, body string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(method, n.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-	}
-	return resp.StatusCode
+	return n.callAs(t, "secret", method, path, body, out)
 }
 
 // testStream is a client's event stream on a node.

@@ -81,7 +81,7 @@ func (s streams) Subscribe(ctx context.Context, id string, req domain.StreamRequ
 		s.sessions.Join(ws, req.SessionID, req.ClientID)
 	}
 	return &stream{ws: ws, opts: workspace.StreamOptions{
-		ClientID: req.ClientID, SessionID: req.SessionID, LastEventID: req.LastEventID, Resume: req.Resume,
+		ClientID: req.ClientID, SessionID: req.SessionID, LastEventID: req.LastEventID, Resume: req.Resume, Name: req.Name,
 	}}, nil
 }
 

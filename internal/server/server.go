@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus"
 	"github.com/tandem-dev/tandem/internal/checkpoint"
@@ -110,6 +111,14 @@ type Config struct {
 	// ComputeSlots is how many runs may compute at once (package compute);
 	// 0 means one per CPU. Runs waiting for their models hold none.
 	ComputeSlots int
+	// Rate is each token's requests per second when RateSet (--rate; 0
+	// is unlimited), which limits the owner token too; unset, every
+	// other token gets auth.DefaultRate and the owner none.
+	Rate    float64
+	RateSet bool
+	// TokenWatchEvery is how often open streams' tokens are checked
+	// against the store; 0 means auth.DefaultWatchEvery.
+	TokenWatchEvery time.Duration
 }
 
 // IdleSweepEvery is how often a server sweeps its caches: what an idle
@@ -129,6 +138,7 @@ type Server struct {
 	tools      *toolset.Set
 	providers  *registry.Registry
 	api        *httpapi.API
+	auth       *auth.Service
 	http       *http.Server
 	dir        *DataDir
 	// A cluster node's: nil on a single node.
@@ -305,6 +315,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		})
 		services = s.node.Domain()
 	}
+	s.auth = newAuth(cfg, db, dir)
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
@@ -315,11 +326,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		App:            app,
 		Services:       services,
 		NodeID:         nodeID,
+		Auth:           s.auth,
 		Logger:         cfg.Logger,
 	})
 	handler := s.api.Handler()
 	if s.node != nil {
 		if err := s.node.Start(); err != nil {
+			s.auth.Close()
 			s.leaveCluster()
 			db.Close()
 			dir.Close()
@@ -438,6 +451,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.api.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}
+	s.auth.Close()
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
 	}

@@ -571,6 +571,7 @@ func (s *Service) viewWith(ws *workspace.Workspace, rec store.Session, cat *mode
 		Context:         s.context(ws, rec, settings, cat),
 		Usage:           rec.Usage,
 		Compaction:      settings.CompactionOrDefault(),
+		PermissionMode:  settings.PermissionMode,
 		ForkedFrom:      settings.ForkedFrom,
 		ImportedFrom:    settings.ImportedFrom,
 	}

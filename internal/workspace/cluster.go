@@ -170,7 +170,7 @@ func (w *Workspace) StreamCounts() map[string]int {
 // and the client's first is announced. The cluster keeps the other nodes'
 // reports and calls it on the owner.
 func (w *Workspace) Claim(clientID string) error {
-	first, err := w.attach(clientID)
+	first, err := w.attach(clientID, "")
 	if err != nil {
 		return err
 	}

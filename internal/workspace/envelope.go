@@ -33,6 +33,11 @@ func encodeEnvelope(ev proto.Event) []byte {
 	if ev.Ephemeral {
 		b = append(b, `,"ephemeral":true`...)
 	}
+	if ev.Actor != nil {
+		b = append(b, `,"actor":`...)
+		a, _ := json.Marshal(ev.Actor) // strings only: cannot fail
+		b = append(b, a...)
+	}
 	b = append(b, `,"data":`...)
 	if ev.Data == nil {
 		b = append(b, "null"...)

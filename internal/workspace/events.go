@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -33,6 +34,9 @@ type Draft struct {
 	Data      any
 	// Ephemeral asks for the event not to be kept even if its type usually is.
 	Ephemeral bool
+	// Actor names who caused the event; nil takes the actor of the
+	// context it is emitted under (auth.ActorFrom).
+	Actor *proto.Actor
 	// NodeOnly, in a cluster, sends the event to this node's streams only,
 	// not to the other nodes': a node stopping tells its own clients.
 	NodeOnly bool
@@ -250,7 +254,11 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		RunID:       d.RunID,
 		Time:        proto.Now(), // under mu, so times follow seqs
 		Ephemeral:   !keep,
+		Actor:       d.Actor,
 		Data:        data,
+	}
+	if ev.Actor == nil {
+		ev.Actor = auth.ActorFrom(ctx)
 	}
 	// The seq is consumed even if persisting fails: a gap is harmless, a reuse is not.
 	l.seq = seq

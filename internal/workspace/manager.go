@@ -170,7 +170,7 @@ func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
 			out = append(out, ws.Info())
 			continue
 		}
-		out = append(out, proto.Workspace{ID: rec.ID, Path: rec.Path, CreatedAt: proto.Time{Time: rec.CreatedAt}})
+		out = append(out, proto.Workspace{ID: rec.ID, Path: rec.Path, CreatedAt: proto.Time{Time: rec.CreatedAt}, Attached: []proto.AttachedClient{}})
 	}
 	return out, nil
 }

@@ -1,8 +1,11 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +36,9 @@ type Workspace struct {
 	// streams counts open streams per client; total is their sum.
 	streams map[string]int
 	total   int
+	// attached is who each client with a stream open here is, and since
+	// when (GET workspace's attached list).
+	attached map[string]proto.AttachedClient
 	// hold is the create grace timer; closer the detach grace timer of the
 	// whole workspace; gone the detach grace timers of single clients.
 	hold   *time.Timer
@@ -64,6 +70,7 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) (*Workspace, erro
 		CreatedAt: rec.CreatedAt,
 		m:         m,
 		streams:   make(map[string]int),
+		attached:  make(map[string]proto.AttachedClient),
 		gone:      make(map[string]*time.Timer),
 	}
 	w.topic = m.cfg.Hub.Topic(rec.ID, head, w.backlog)
@@ -84,12 +91,20 @@ func newWorkspace(m *Manager, rec store.Workspace, head int64) (*Workspace, erro
 func (w *Workspace) Info() proto.Workspace {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	attached := make([]proto.AttachedClient, 0, len(w.attached))
+	for _, a := range w.attached {
+		attached = append(attached, a)
+	}
+	slices.SortFunc(attached, func(a, b proto.AttachedClient) int {
+		return cmp.Or(a.Since.Compare(b.Since.Time), strings.Compare(a.ClientID, b.ClientID))
+	})
 	return proto.Workspace{
 		ID:        w.ID,
 		Path:      w.Path,
 		Open:      w.open,
 		Clients:   w.total,
 		CreatedAt: proto.Time{Time: w.CreatedAt},
+		Attached:  attached,
 	}
 }
 
@@ -183,7 +198,7 @@ func (w *Workspace) holdExpired(gen uint64) {
 
 // attach claims the workspace for one stream of clientID, reopening it if it
 // was closed. first reports the client's first open stream.
-func (w *Workspace) attach(clientID string) (first bool, err error) {
+func (w *Workspace) attach(clientID, name string) (first bool, err error) {
 	if w.m.isStopping() {
 		return false, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down")
 	}
@@ -199,6 +214,7 @@ func (w *Workspace) attach(clientID string) (first bool, err error) {
 	w.total++
 	first = w.streams[clientID] == 1
 	if first {
+		w.attached[clientID] = proto.AttachedClient{ClientID: clientID, Name: name, Since: proto.Now()}
 		if t := w.gone[clientID]; t != nil {
 			t.Stop()
 			delete(w.gone, clientID)
@@ -217,6 +233,7 @@ func (w *Workspace) detach(clientID string) (last bool) {
 		return false
 	}
 	delete(w.streams, clientID)
+	delete(w.attached, clientID)
 	if !w.open {
 		return true
 	}
@@ -318,6 +335,7 @@ func (w *Workspace) Watched() bool { return w.topic.Watched() }
 // StreamOptions describe one SSE stream.
 type StreamOptions struct {
 	ClientID    string
+	Name        string // the person whose token opened the stream
 	SessionID   string
 	LastEventID int64
 	Resume      bool
@@ -346,7 +364,7 @@ func (w *Workspace) Stream(ctx context.Context, sink hub.Sink, opts *StreamOptio
 //
 //go:noinline
 func (w *Workspace) claim(opts *StreamOptions) (*hub.ServeOptions, error) {
-	first, err := w.attach(opts.ClientID)
+	first, err := w.attach(opts.ClientID, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -369,8 +387,11 @@ func (w *Workspace) claim(opts *StreamOptions) (*hub.ServeOptions, error) {
 //
 //go:noinline
 func (w *Workspace) release(clientID string) {
+	w.mu.Lock()
+	name := w.attached[clientID].Name
+	w.mu.Unlock()
 	if w.detach(clientID) {
-		w.announcePresence(proto.EventClientDetached, clientID)
+		w.announceNamed(proto.EventClientDetached, clientID, name)
 	}
 }
 
@@ -383,15 +404,24 @@ func (w *Workspace) streamRelease(clientID string) {
 }
 
 func (w *Workspace) announcePresence(typ, clientID string) {
+	w.announceNamed(typ, clientID, "")
+}
+
+// announceNamed announces a client's arrival or departure with its
+// person's name, and as its actor when the name is known.
+func (w *Workspace) announceNamed(typ, clientID, name string) {
 	if !w.emitting() {
 		return // the owner announces its own streams only (claims are per node)
 	}
 	w.mu.Lock()
 	n := w.total
+	if name == "" {
+		name = w.attached[clientID].Name
+	}
 	w.mu.Unlock()
 	if _, err := w.Emit(context.Background(), Draft{
 		Type: typ,
-		Data: proto.ClientPresence{ClientID: clientID, Clients: n},
+		Data: proto.ClientPresence{ClientID: clientID, Clients: n, Name: name},
 	}); err != nil {
 		w.m.log.Error("announce client", "workspace_id", w.ID, "type", typ, "err", err)
 	}

@@ -98,6 +98,8 @@ var tests = []struct {
 	{"SeqUniqueUnderConcurrency", testSeqUniqueUnderConcurrency},
 	{"UnavailableWhileBroken", testUnavailableWhileBroken},
 	{"WritesAfterCloseFail", testWritesAfterCloseFail},
+	{"Tokens", testTokens},
+	{"Audit", testAudit},
 }
 
 // t0 carries sub-second digits so the tests notice truncation or time-zone

@@ -4,7 +4,7 @@ import type { AppState } from '../lib/controller';
 import { renderMarkdown } from '../lib/markdown';
 import { formatUsage, steerOf, type Notice, type SessionState } from '../lib/state';
 import type { Message, Part, Usage } from '../lib/types';
-import { useHighlightVersion, who } from './context';
+import { personOf, useHighlightVersion, who } from './context';
 import { ToolCard } from './Cards';
 import { Icon } from './Icon';
 import { MessageActions } from './Rewind';
@@ -43,7 +43,7 @@ export function MessageView(props: {
     return (
       <article class={`msg msg-user ${steer ? 'steered' : ''}`} data-testid="msg-user" data-run-id={m.run_id} data-steered={steer ? 'true' : undefined} aria-label="Prompt">
         <header class="msg-head muted small">
-          <span class="who">{who(state, from)}</span>
+          <span class="who">{(from && from !== state.clientId && personOf(state, from, m.author?.name)) || who(state, from)}</span>
           {steer && (
             <>
               {' '}

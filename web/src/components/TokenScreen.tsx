@@ -16,6 +16,11 @@ export function TokenScreen({ state }: { state: AppState }) {
     <main class="center-screen">
       <form class="card token-card" onSubmit={submit}>
         <h1>Tandem</h1>
+        {state.me && (
+          <p data-testid="signed-in-as">
+            Signed in as <strong>{state.me.name}</strong> ({state.me.role}). Paste another token to switch.
+          </p>
+        )}
         {state.auth === 'refused' ? (
           <p class="error" role="alert" data-testid="auth-error">
             {state.authMessage}

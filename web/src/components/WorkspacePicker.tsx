@@ -9,6 +9,14 @@ export function WorkspacePicker({ state }: { state: AppState }) {
     <main class="center-screen">
       <div class="card picker">
         <h1>Tandem</h1>
+        {state.me && (
+          <p class="signed-in muted small" data-testid="signed-in">
+            Signed in as <strong>{state.me.name}</strong> ({state.me.role}) ·{' '}
+            <button type="button" class="link" onClick={() => c.changeToken()}>
+              change token
+            </button>
+          </p>
+        )}
         <p class="muted">
           Pick a workspace, or open one by the absolute path of a project directory on the server's machine.
           {state.health && (

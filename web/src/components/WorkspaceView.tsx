@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
 import { sortedSessions, pendingPermissions, isBusy } from '../lib/state';
-import { useController, shortId } from './context';
+import { personOf, useController, shortId } from './context';
 import { SessionView } from './SessionView';
 import { Icon } from './Icon';
 
@@ -33,11 +33,12 @@ function Presence({ state }: { state: AppState }) {
   const ws = state.ws;
   if (!ws) return null;
   const others = ws.clients.ids.filter((id) => id !== state.clientId);
+  const label = (id: string) => personOf(state, id) ?? shortId(id);
   const count = Math.max(ws.clients.count, others.length + 1);
   return (
-    <span class="presence" data-testid="presence" title={['you (' + shortId(state.clientId) + ')', ...others.map(shortId)].join(', ')}>
+    <span class="presence" data-testid="presence" title={['you (' + shortId(state.clientId) + ')', ...others.map(label)].join(', ')}>
       <Icon name="users" /> {count} attached
-      {others.length > 0 && <span class="muted small"> · {others.slice(0, 3).map(shortId).join(', ')}{others.length > 3 ? '…' : ''}</span>}
+      {others.length > 0 && <span class="muted small"> · {others.slice(0, 3).map(label).join(', ')}{others.length > 3 ? '…' : ''}</span>}
     </span>
   );
 }

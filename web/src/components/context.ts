@@ -38,6 +38,18 @@ export function useHighlightVersion(): number {
 /** shortId is how a client is named: the start of its id. */
 export const shortId = (id?: string) => (id ? id.slice(0, 4) : '????');
 
-/** who names a client to this page's person: you, or another client. */
+/**
+ * personOf is the person behind another client, when it is someone else
+ * than the one signed in here: another tab of the same person is told apart
+ * by its client, not by a name that would say "you" twice.
+ */
+export const personOf = (state: AppState, clientId: string, name = state.ws?.names?.[clientId]) =>
+  name && name !== state.me?.name ? name : undefined;
+
+/** who names a client to this page's person: you, a person, or another client. */
 export const who = (state: AppState, clientId?: string) =>
-  !clientId ? 'another client' : clientId === state.clientId ? 'you' : `client ${shortId(clientId)}`;
+  !clientId
+    ? 'another client'
+    : clientId === state.clientId
+      ? 'you'
+      : (personOf(state, clientId) ?? `client ${shortId(clientId)}`);

@@ -6,6 +6,7 @@ import type {
   Decision,
   Envelope,
   Health,
+  Me,
   Message,
   PendingWork,
   PermissionRequest,
@@ -74,6 +75,10 @@ export class Api {
     return parsed as T;
   }
 
+  /** me says whose token this is; a server older than contract v1.2 answers 404. */
+  me() {
+    return this.request<Me>('GET', '/v1/me');
+  }
   health() {
     return this.request<Health>('GET', '/v1/health');
   }

@@ -19,7 +19,7 @@ import {
   type SessionState,
   type WorkspaceState,
 } from './state';
-import type { Attachment, CheckpointDiff, Decision, Envelope, Health, Session, Workspace } from './types';
+import type { Attachment, CheckpointDiff, Decision, Envelope, Health, Me, Session, Workspace } from './types';
 
 export type Auth = 'checking' | 'needed' | 'refused' | 'ok';
 
@@ -32,6 +32,8 @@ export interface Toast {
 export interface AppState {
   auth: Auth;
   authMessage?: string;
+  /** who the token belongs to; undefined before it is known, or on a server without GET /v1/me. */
+  me?: Me;
   health?: Health;
   workspaces: Workspace[];
   workspaceId?: string;
@@ -167,6 +169,13 @@ export class Controller {
 
   // ---- start, token ----
 
+  /** changeToken shows the token screen, to sign in with another token. */
+  changeToken() {
+    this.stream?.close();
+    this.stream = null;
+    this.set({ auth: 'needed', authMessage: undefined, ws: undefined });
+  }
+
   async start() {
     if (!this.api.token) {
       this.set({ auth: 'needed' });
@@ -174,8 +183,12 @@ export class Controller {
     }
     for (let attempt = 0; ; attempt++) {
       try {
-        const [health, workspaces] = await Promise.all([this.api.health().catch(() => undefined), this.api.workspaces()]);
-        this.set({ auth: 'ok', health, workspaces, models: mergeModels(this.state.models, health?.default_model) });
+        const [health, workspaces, me] = await Promise.all([
+          this.api.health().catch(() => undefined),
+          this.api.workspaces(),
+          this.api.me().catch(() => undefined),
+        ]);
+        this.set({ auth: 'ok', health, workspaces, me, models: mergeModels(this.state.models, health?.default_model) });
         break;
       } catch (e) {
         if (isUnauthorized(e)) return this.refused();

@@ -124,12 +124,17 @@ export interface WorkspaceState {
   deleted: Record<string, true>;
   /** attached clients: the count the server reports and the ids seen attaching. */
   clients: { count: number; ids: string[] };
+  /** names: the person behind each client id seen (actors, attached clients). */
+  names: Record<string, string>;
   mcp: Record<string, McpStatus>;
   closing?: string;
 }
 
 export function newWorkspaceState(workspace: Workspace): WorkspaceState {
-  return { workspace, sessions: {}, deleted: {}, clients: { count: workspace.clients, ids: [] }, mcp: {} };
+  const names: Record<string, string> = {};
+  for (const a of workspace.attached ?? []) if (a.name) names[a.client_id] = a.name;
+  const ids = (workspace.attached ?? []).map((a) => a.client_id);
+  return { workspace, sessions: {}, deleted: {}, clients: { count: workspace.clients, ids }, names, mcp: {} };
 }
 
 export function newSessionState(session: Session, loaded = false): SessionState {
@@ -447,6 +452,7 @@ export function fmtCost(usd: number): string {
 
 /** applyEvent folds one stream or history event into the workspace. */
 export function applyEvent(ws: WorkspaceState, ev: Envelope): WorkspaceState {
+  ws = learnNames(ws, ev);
   const d = ev.data ?? {};
   const sid = ev.session_id;
   switch (ev.type) {
@@ -708,4 +714,16 @@ export function sortedSessions(ws: WorkspaceState): Session[] {
   return Object.values(ws.sessions)
     .map((s) => s.session)
     .sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
+}
+
+/** learnNames records who is behind the clients an event names. */
+function learnNames(ws: WorkspaceState, ev: Envelope): WorkspaceState {
+  const found: [string, string][] = [];
+  if (ev.actor?.client_id && ev.actor.name) found.push([ev.actor.client_id, ev.actor.name]);
+  const d = ev.data;
+  if ((ev.type === 'client.attached' || ev.type === 'client.detached') && d?.client_id && d?.name) found.push([d.client_id, d.name]);
+  const names = ws.names ?? {};
+  const fresh = found.filter(([id, name]) => names[id] !== name);
+  if (fresh.length === 0) return ws;
+  return { ...ws, names: { ...names, ...Object.fromEntries(fresh) } };
 }

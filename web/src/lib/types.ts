@@ -20,6 +20,22 @@ export interface Workspace {
   open: boolean;
   clients: number;
   created_at: string;
+  /** the clients attached, with the person each belongs to (servers of contract v1.2). */
+  attached?: { client_id: string; name: string; since: string }[];
+}
+
+/** Who a token belongs to: GET /v1/me. */
+export interface Me {
+  token_id: string;
+  name: string;
+  role: 'viewer' | 'member' | 'owner';
+}
+
+/** The person whose request caused an event. */
+export interface Actor {
+  token_id: string;
+  name: string;
+  client_id?: string;
 }
 
 /** Usage: input counts every token read (cached ones too), output every token written (reasoning too). */
@@ -89,6 +105,8 @@ export interface Message {
   model?: string;
   /** on a user message: the client that sent the prompt (a steered prompt's, not its run's). */
   client_id?: string;
+  /** on a user message: the person who sent the prompt. */
+  author?: { name: string; client_id?: string };
   created_at: string;
   updated_at: string;
   /** on an assistant message, once its model request is done. */
@@ -103,6 +121,7 @@ export interface Envelope<D = any> {
   run_id?: string;
   time: string;
   ephemeral?: boolean;
+  actor?: Actor;
   data: D;
 }
 

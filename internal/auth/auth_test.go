@@ -1,0 +1,120 @@
+package auth
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/store"
+)
+
+// Whatever an Authorization header holds, ParseBearer never panics, and
+// what it returns is a non-empty token of printable ASCII without spaces,
+// at most MaxBearer long, that the header ends with; a made secret always
+// parses back.
+func FuzzParseBearer(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer  abc", "BEARER x", "Bearer", "Bearer ", "Basic abc", "Bearer a b", "Bearer \x7f", "Bearer " + NewSecret(), "Bearer\tabc", "Bearer " + strings.Repeat("x", 513)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		tok, ok := ParseBearer(header)
+		if !ok {
+			require.Empty(t, tok)
+			return
+		}
+		require.NotEmpty(t, tok)
+		require.LessOrEqual(t, len(tok), MaxBearer)
+		require.True(t, strings.HasSuffix(header, tok))
+		require.True(t, strings.EqualFold(header[:7], "bearer "))
+		for i := 0; i < len(tok); i++ {
+			require.True(t, tok[i] > ' ' && tok[i] < 0x7f, "byte %d of %q", i, tok)
+		}
+		if madeSecret(tok) {
+			require.Len(t, Hash(tok), 64)
+		}
+	})
+}
+
+func TestSecrets(t *testing.T) {
+	a, b := NewSecret(), NewSecret()
+	require.NotEqual(t, a, b)
+	require.True(t, madeSecret(a))
+	got, ok := ParseBearer("Bearer " + a)
+	require.True(t, ok)
+	require.Equal(t, a, got)
+	require.False(t, madeSecret(a[:len(a)-1]))
+	require.False(t, madeSecret("tdm_"+strings.Repeat("!", len(a)-4)))
+	require.NotContains(t, Hash(a), a)
+}
+
+func TestNames(t *testing.T) {
+	for _, ok := range []string{"alice", "bob.smith", "a_b-c@example.com", "Zoë", strings.Repeat("x", 64), "名前"} {
+		assert.NoError(t, CheckName(ok), ok)
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 65), "a b", "a/b", "a\x00", "alice!", "\xff"} {
+		assert.Error(t, CheckName(bad), bad)
+	}
+}
+
+// Each role allows what the one before does, and the owner-only actions
+// are the contract's.
+func TestPolicyIsOrdered(t *testing.T) {
+	for act, p := range policy {
+		for r := Viewer; r <= Owner; r++ {
+			assert.Equal(t, r >= p.min, Check(r, act) == nil, "%s for %s", act, r)
+		}
+	}
+	for _, act := range []Action{WorkspaceDelete, SessionDelete, TokenList, TokenCreate, TokenRevoke, AuditRead, AllowAll, MCPServers, AllowAllTools} {
+		min, _ := MinRole(act)
+		assert.Equal(t, Owner, min, act)
+	}
+	err := Check(Viewer, Prompt)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "role viewer may not prompt")
+}
+
+// A flood of refused requests, which anyone can send without a token, does
+// not fill the audit log: past a burst, refusals are counted, and the next
+// entry kept says how many were not.
+func TestDeniedFloodIsBounded(t *testing.T) {
+	st := &memAudit{}
+	s := New(Config{Store: st, OwnerToken: "o"})
+	defer s.Close()
+	for range 1000 {
+		s.RecordDenied(t.Context(), store.AuditEntry{Detail: "GET /v1/workspaces"})
+	}
+	require.LessOrEqual(t, len(st.entries), deniedBurst+5)
+	require.GreaterOrEqual(t, len(st.entries), deniedBurst)
+	s.skipped = 1 // as if the next came after a wait
+	s.denials.SetBurst(deniedBurst + 1)
+	s.denials.SetLimit(1e9)
+	s.RecordDenied(t.Context(), store.AuditEntry{Detail: "x"})
+	last := st.entries[len(st.entries)-1]
+	assert.Equal(t, "auth.denied", last.Action)
+	assert.Contains(t, last.Detail, "and 1 refusals before it, not kept")
+}
+
+// memAudit is a store.Auth keeping the audit log in memory.
+type memAudit struct {
+	store.Auth
+	entries []store.AuditEntry
+}
+
+func (m *memAudit) AppendAudit(_ context.Context, e store.AuditEntry) (int64, error) {
+	m.entries = append(m.entries, e)
+	return int64(len(m.entries)), nil
+}
+
+// A transport that calls the domain directly asks with the identity its
+// context carries; without one it is refused.
+func TestCheckContext(t *testing.T) {
+	ctx := t.Context()
+	require.Error(t, CheckContext(ctx, Read))
+	member := WithIdentity(ctx, Identity{TokenID: "t", Name: "m", Role: Member})
+	require.NoError(t, CheckContext(member, Prompt))
+	require.Error(t, CheckContext(member, SessionDelete))
+	require.NoError(t, CheckContext(WithIdentity(ctx, Identity{Role: Owner}), SessionDelete))
+}
