@@ -109,6 +109,9 @@ type clientOptions struct {
 	token   string
 	dataDir string
 	json    bool
+	// listen is where a server started in-process listens ("": any free
+	// loopback port); when it is taken, any free port is used instead.
+	listen string
 }
 
 func (o *clientOptions) register(fs *flag.FlagSet, getenv func(string) string, jsonHelp string) {
@@ -293,7 +296,14 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)
 	}
-	ln, err := srv.Listen("127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if o.listen != "" {
+		addr = o.listen
+	}
+	ln, err := srv.Listen(addr)
+	if err != nil && o.listen != "" {
+		ln, err = srv.Listen("127.0.0.1:0")
+	}
 	if err != nil {
 		_ = srv.Shutdown(context.Background())
 		return nil, fmt.Errorf("in-process server: %w", err)
