@@ -27,6 +27,7 @@ func newDialog(req proto.PermissionRequest) *dialog {
 	fb.Placeholder = "why not? (optional, Enter sends)"
 	fb.Prompt = "feedback: "
 	fb.CharLimit = 2000
+	fb.SetVirtualCursor(false)
 	return &dialog{req: req, feedback: fb}
 }
 

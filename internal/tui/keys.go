@@ -348,11 +348,11 @@ func (m *Model) complete() {
 
 func helpView(w, h int, st styles) []string {
 	lines := []string{st.dialogTitle.Render(" Keys"),
-		"  Enter send (queues while a run goes on)   Alt+Enter, Ctrl+J new line",
-		"  Esc cancel the running run   Ctrl+C clear input; on an empty one, quit",
-		"  PgUp/PgDn, wheel scroll   Ctrl+End follow the end   Ctrl+O fold/unfold reasoning",
-		"  Tab complete /commands and @files",
-		"  Permission dialog: a approve once · s approve for the session · r reject (+feedback)",
+		"  Enter send (queued while a run goes on)  Alt+Enter, Ctrl+J new line",
+		"  Esc cancel the running run  Ctrl+C clear the input; on an empty one, quit",
+		"  PgUp/PgDn, wheel scroll  Ctrl+Home top  Ctrl+End follow the end",
+		"  Ctrl+O fold/unfold reasoning  Tab complete /commands and @files",
+		"  Permission: a approve once  s approve for the session  r reject (+feedback)",
 		"", st.dialogTitle.Render(" Commands")}
 	for _, c := range commands {
 		lines = append(lines, "  "+st.key.Render(c.name)+" "+c.args+" — "+c.help)

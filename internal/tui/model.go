@@ -148,6 +148,9 @@ func New(cfg Config) Model {
 	in.Placeholder = "prompt, or /help"
 	in.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("alt+enter", "ctrl+j"))
 	in.SetHeight(1)
+	// The terminal's own cursor: no blinking redraws, and golden views
+	// that do not depend on when they were taken.
+	in.SetVirtualCursor(false)
 	in.Focus()
 	me := cfg.API.ClientID()
 	tr := newTranscript(me)
@@ -456,7 +459,7 @@ func (m Model) header() string {
 	path := SanitizeLine(m.ws.Path)
 	title := SanitizeLine(m.sess.Title)
 	if title == "" && m.sess.ID != "" {
-		title = "untitled " + shortID(m.sess.ID)
+		title = "untitled " + SanitizeLine(shortID(m.sess.ID))
 	}
 	s := " " + path
 	if title != "" {
@@ -505,10 +508,13 @@ func (m Model) statusLine() string {
 	if len(m.queue) > 0 {
 		state += fmt.Sprintf(", %d queued", len(m.queue))
 	}
-	left := m.st.status.Render(" "+strings.Join(parts, " · ")+" · ") + conn + m.st.status.Render(" · "+state)
+	// What changes, first: a narrow terminal cuts the end.
+	left := " " + conn + m.st.status.Render(" · "+state)
 	if m.flash != "" {
 		left += m.st.statusWarn.Render(" · " + SanitizeLine(m.flash))
-	} else if m.cfg.Note != "" {
+	}
+	left += m.st.status.Render(" · " + strings.Join(parts, " · "))
+	if m.cfg.Note != "" {
 		left += m.st.status.Render(" · " + SanitizeLine(m.cfg.Note))
 	}
 	return ansi.Truncate(left, m.width, "…")

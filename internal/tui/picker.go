@@ -93,7 +93,7 @@ func (p *picker) view(w, h int, st styles) []string {
 		if s.Busy {
 			busy = " · working"
 		}
-		line := fmt.Sprintf(" %s  %s  %d messages · %s%s", shortID(s.ID), title, s.MessageCount, SanitizeLine(s.Model), busy)
+		line := fmt.Sprintf(" %s  %s  %d messages · %s%s", SanitizeLine(shortID(s.ID)), title, s.MessageCount, SanitizeLine(s.Model), busy)
 		line = ansi.Truncate(line, w, "…")
 		if i == p.cur {
 			line = st.selected.Render(line + strings.Repeat(" ", max(0, w-ansi.StringWidth(line))))

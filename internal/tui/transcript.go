@@ -81,7 +81,10 @@ type transcript struct {
 	// follows the end.
 	offset int
 	unfold bool
-	md     *markdown
+	// lastWidth and lastDark are what the last frame was drawn with.
+	lastWidth int
+	lastDark  bool
+	md        *markdown
 	me     string // this TUI's client id
 	names  map[string]string
 }
@@ -93,9 +96,9 @@ func newTranscript(me string) transcript {
 
 // reset replaces the transcript with a session's history.
 func (t *transcript) reset(msgs []proto.Message) {
-	md, me, names, unfold := t.md, t.me, t.names, t.unfold
+	md, me, names, unfold, w, dark := t.md, t.me, t.names, t.unfold, t.lastWidth, t.lastDark
 	*t = newTranscript(me)
-	t.md, t.names, t.unfold = md, names, unfold
+	t.md, t.names, t.unfold, t.lastWidth, t.lastDark = md, names, unfold, w, dark
 	for _, m := range msgs {
 		t.upsert(m, "")
 	}
@@ -198,14 +201,14 @@ func (t *transcript) touch(e *entry) {
 // grew keeps a scrolled-up view where it is when an entry changes height:
 // the lines added below push the offset, not the text being read.
 func (t *transcript) grew(e *entry, before int) {
-	if t.offset == 0 || !e.cache.valid {
+	if t.offset == 0 || t.lastWidth == 0 {
 		return
 	}
-	after := len(t.render(e, e.cache.width, e.cache.dark))
-	t.offset += after - before
-	if t.offset < 0 {
-		t.offset = 0
+	after := len(t.render(e, t.lastWidth, t.lastDark))
+	if before == 0 && after > 0 {
+		after++ // and the blank line before it
 	}
+	t.offset = max(0, t.offset+after-before)
 }
 
 // height is how many lines the entry took when last drawn.
@@ -220,6 +223,7 @@ func (e *entry) height() int {
 // above its end, rendering entries from the last one up until it has
 // them; the second result is false when the transcript is shorter.
 func (t *transcript) window(width, height int, dark bool) (out []string, full bool) {
+	t.lastWidth, t.lastDark = width, dark
 	need := t.offset + height
 	var rev [][]string
 	got := 0
