@@ -109,8 +109,9 @@ type clientOptions struct {
 	token   string
 	dataDir string
 	json    bool
-	// listen is where a server started in-process listens ("": any free
-	// loopback port); when it is taken, any free port is used instead.
+	// listen is where a server started in-process listens, and where one
+	// is looked for first ("": any free loopback port, after defaultURL);
+	// when it is taken, any free port is used instead.
 	listen string
 }
 
@@ -182,6 +183,9 @@ func (o clientOptions) connect(ctx context.Context, env *cliEnv, autostart bool)
 			return o.connectTo(ctx, info)
 		}
 		o.url = defaultURL
+		if o.listen != "" {
+			o.url = "http://" + o.listen
+		}
 	}
 	u, err := normalizeURL(o.url)
 	if err != nil {

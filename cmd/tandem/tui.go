@@ -87,7 +87,11 @@ func tuiCommand(args []string, env *cliEnv) int {
 		}
 		b = &backend{c: client.New(u, token), url: u}
 	} else {
+		// The usual address: tandem serve's, so others find it there.
 		o.listen = hostPort(defaultURL)
+		if a := env.getenv("TANDEM_ADDR"); a != "" && loopbackURL("http://"+a) {
+			o.listen = a
+		}
 		if b, err = o.connect(ctx, &quiet, true); err != nil {
 			return fail(env, "tui", err)
 		}
@@ -95,7 +99,7 @@ func tuiCommand(args []string, env *cliEnv) int {
 	defer b.Close()
 	note := ""
 	if b.inProcess {
-		note = "server in this TUI at " + b.url
+		note = "hosting " + strings.TrimPrefix(b.url, "http://")
 	}
 	err = tui.Run(ctx, tui.Options{Client: b.c, Dir: dir, SessionID: o.session, NewSession: o.newSession,
 		Model: o.model, Hosting: b.inProcess, Note: note, Input: env.stdin, Output: env.stdout})
