@@ -85,8 +85,8 @@ type transcript struct {
 	lastWidth int
 	lastDark  bool
 	md        *markdown
-	me     string // this TUI's client id
-	names  map[string]string
+	me        string // this TUI's client id
+	names     map[string]string
 }
 
 func newTranscript(me string) transcript {
