@@ -67,6 +67,12 @@ type loadedMsg struct {
 	err     error
 }
 
+// retryLoadMsg loads a session again after a failed load.
+type retryLoadMsg struct{ sid string }
+
+// maxEarly bounds the events kept while a session's history loads.
+const maxEarly = 10000
+
 type switchMsg struct {
 	sess proto.Session
 	err  error
@@ -192,6 +198,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	case loadedMsg:
 		return m.loaded(msg)
+	case retryLoadMsg:
+		if msg.sid == m.sess.ID && m.loading {
+			return m, m.load(msg.sid)
+		}
+		return m, nil
 	case switchMsg:
 		if msg.err != nil {
 			m.flash = msg.what + ": " + explain(msg.err)
@@ -324,11 +335,25 @@ func (m Model) loaded(msg loadedMsg) (tea.Model, tea.Cmd) {
 	}
 	if msg.err != nil {
 		m.flash = "load session: " + explain(msg.err)
-		return m, nil
+		if !m.loading {
+			return m, nil
+		}
+		// The events meanwhile wait (a bounded number: the history
+		// fetched next holds what older ones said).
+		if len(m.early) > maxEarly {
+			m.early = nil
+		}
+		sid := msg.sid
+		return m, tea.Tick(time.Second, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
 	}
 	if m.loading {
 		m.tr.reset(msg.msgs)
 		m.loading = false
+		for _, hm := range msg.msgs {
+			if hm.Role == proto.RoleUser && hm.RunID != "" && hm.ClientID != "" {
+				m.runBy[hm.RunID] = hm.ClientID
+			}
+		}
 	}
 	m.perms = append([]proto.PermissionRequest(nil), msg.pending.Permissions...)
 	for _, p := range m.perms {

@@ -462,3 +462,23 @@ func TestLightBackground(t *testing.T) {
 type colorWhite struct{}
 
 func (colorWhite) RGBA() (r, g, b, a uint32) { return 0xffff, 0xffff, 0xffff, 0xffff }
+
+func TestAFailedLoadIsRetriedAndWhoRunsComesFromTheHistory(t *testing.T) {
+	d := newDriver(t, 80, 24)
+	d.api.err = errString("server down")
+	d.ready(session())
+	assert.Contains(t, d.screen(), "load session: server down")
+	assert.True(t, d.m.loading)
+	d.event(proto.EventMessageDelta, sid, "r2", proto.MessageDelta{MessageID: "m9", Kind: "text", Text: "meanwhile"})
+	d.api.mu.Lock()
+	d.api.err = nil
+	d.api.msgs[sid] = history()
+	active := "r2"
+	d.api.status = proto.AgentStatus{Busy: true, ActiveRunID: &active}
+	d.api.mu.Unlock()
+	d.send(retryLoadMsg{sid: sid})
+	assert.False(t, d.m.loading)
+	scr := d.screen()
+	assert.Contains(t, scr, "meanwhile", "the events that came during the load are applied after it")
+	assert.Contains(t, scr, "working ("+shortID(other)+")", "the active run's prompter, from the history")
+}
