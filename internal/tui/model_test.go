@@ -53,8 +53,11 @@ func TestGoldenTranscript(t *testing.T) {
 	for _, sz := range sizes {
 		d := loaded(t, sz[0], sz[1])
 		d.golden("transcript")
-		assert.Contains(t, d.screen(), "you")
 		assert.Contains(t, d.screen(), shortID(other), "another client's prompt is signed with its short id")
+		if sz[1] >= 40 {
+			assert.Contains(t, d.screen(), "▍you\nWhy does")
+			assert.Contains(t, d.screen(), "  +if len(buf) == 0 {", "an edit shows its change")
+		}
 	}
 }
 
@@ -453,7 +456,7 @@ func TestResizeRedraws(t *testing.T) {
 }
 
 func TestLightBackground(t *testing.T) {
-	d := loaded(t, 80, 24)
+	d := loaded(t, 120, 40)
 	d.send(tea.BackgroundColorMsg{Color: colorWhite{}})
 	assert.False(t, d.m.dark)
 	assert.Contains(t, d.screen(), "Why does the parser fail")

@@ -414,8 +414,12 @@ func (t *transcript) renderTool(p proto.Part, width int, st styles) string {
 	head := fmt.Sprintf("⚙ %s %s", SanitizeLine(p.Name), SanitizeLine(shortArgs(p.Arguments)))
 	head = ansi.Truncate(head, max(10, width-len(state)-4), "…") + " [" + state + "]"
 	lines := []string{st.toolHead.Render(head)}
+	diff := argsDiff(p)
 	if ts != nil && ts.diff != "" {
-		lines = append(lines, diffLines(ts.diff, width-2, maxDiffLines, st)...)
+		diff = ts.diff // the server's, with context, from the permission request
+	}
+	if diff != "" {
+		lines = append(lines, diffLines(diff, width-2, maxDiffLines, st)...)
 	}
 	if ts != nil && ts.result != nil {
 		res := strings.Split(strings.TrimRight(Sanitize(ts.result.Content), "\n"), "\n")
@@ -435,6 +439,34 @@ func (t *transcript) renderTool(p proto.Part, width int, st styles) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// argsDiff is the change a file tool's arguments describe, as diff lines,
+// for a call no permission request came with (a rule or the session's mode
+// allowed it): edit's old and new strings, write's content.
+func argsDiff(p proto.Part) string {
+	var a struct {
+		Path      string `json:"path"`
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+		Content   string `json:"content"`
+	}
+	if json.Unmarshal(p.Arguments, &a) != nil {
+		return ""
+	}
+	prefix := func(s, mark string) string {
+		if s == "" {
+			return ""
+		}
+		return mark + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+mark) + "\n"
+	}
+	switch p.Name {
+	case "edit":
+		return prefix(a.OldString, "-") + prefix(a.NewString, "+")
+	case "write":
+		return prefix(a.Content, "+")
+	}
+	return ""
 }
 
 // diffLines colours a unified diff's lines, at most n of them (0: all).
@@ -466,6 +498,13 @@ func shortArgs(raw json.RawMessage) string {
 	var obj map[string]any
 	if json.Unmarshal(raw, &obj) != nil {
 		return strings.Join(strings.Fields(string(raw)), " ")
+	}
+	// The argument that says what a call is about, when it has one; the
+	// rest (a file's content, say) is in the diff below.
+	for _, k := range []string{"command", "path", "pattern", "url"} {
+		if v, ok := obj[k].(string); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
 	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
