@@ -351,3 +351,24 @@ func TestTUIInProcessServerResizeAndQuit(t *testing.T) {
 	_, err = c.Health(ctx)
 	assert.Error(t, err, "quitting stopped the server the TUI hosted")
 }
+
+// Given --url, the TUI connects only there: while nothing listens it says
+// it is connecting, and it comes up when the server does.
+func TestTUIWithURLWaitsForItsServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	dataDir := t.TempDir()
+	dir := t.TempDir()
+	tm := newTerm(t, cliEnvironment(t, "TANDEM_DATA_DIR="+dataDir))
+	tm.start("a", dir, 80, 24, "tui", "--url", "http://"+addr, "--token", "tui-test-token")
+	tm.waitFor("a", "connecting…")
+	_, err = os.Stat(filepath.Join(dataDir, "server.json"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "no server was started in its stead")
+
+	startServe(t, cliEnvironment(t, "TANDEM_TOKEN=tui-test-token", "TANDEM_DATA_DIR="+dataDir), "--addr", addr)
+	tm.waitFor("a", "live")
+	tm.typeLine("a", "made it")
+	tm.waitFor("a", "echo: made it")
+}
