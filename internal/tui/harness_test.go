@@ -124,8 +124,10 @@ func (f *fakeAPI) AnswerPermission(ctx context.Context, ws, id string, a proto.P
 
 // driver runs a Model the way Bubble Tea does, synchronously: every
 // message goes through Update, and the commands it returns are run and
-// their messages fed back, until none is left. A command that does not
-// answer at once (a timer) is dropped.
+// their messages fed back, until none is left. The fake answers at once;
+// a command that has not answered within a second is a timer (the load
+// retry's, two seconds) and is dropped, which the tests stand in for by
+// sending its message themselves.
 type driver struct {
 	t    *testing.T
 	m    Model
@@ -183,7 +185,7 @@ func run(c tea.Cmd) tea.Msg {
 	select {
 	case m := <-ch:
 		return m
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(time.Second):
 		return nil
 	}
 }

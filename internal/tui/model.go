@@ -70,6 +70,9 @@ type loadedMsg struct {
 // retryLoadMsg loads a session again after a failed load.
 type retryLoadMsg struct{ sid string }
 
+// retryLoad is the pause before a failed session load is tried again.
+const retryLoad = 2 * time.Second
+
 // maxEarly bounds the events kept while a session's history loads.
 const maxEarly = 10000
 
@@ -344,7 +347,7 @@ func (m Model) loaded(msg loadedMsg) (tea.Model, tea.Cmd) {
 			m.early = nil
 		}
 		sid := msg.sid
-		return m, tea.Tick(time.Second, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
+		return m, tea.Tick(retryLoad, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
 	}
 	if m.loading {
 		m.tr.reset(msg.msgs)
