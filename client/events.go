@@ -46,6 +46,11 @@ type EventsOptions struct {
 	// heartbeat, arrived for that long. Zero means 60s; negative disables
 	// it. Set it above the server's --heartbeat.
 	IdleTimeout time.Duration
+	// OnDisconnect, when set, is called from the stream's goroutine each
+	// time a connection drops or a reconnect fails, before the stream
+	// retries, so that a user interface can say it is reconnecting. The
+	// next stream.opened says it is back. It must not block.
+	OnDisconnect func(err error)
 }
 
 // EventStream is a workspace's event stream that survives disconnects. One
@@ -265,6 +270,7 @@ func (s *EventStream) run(ctx context.Context, cn *conn, cur cursor) {
 			}
 			if ctx.Err() == nil {
 				log.Info("tandem stream dropped, reconnecting", "last_seq", cur.seq, "err", err)
+				s.disconnected(err)
 			}
 		}
 		failures++
@@ -287,7 +293,14 @@ func (s *EventStream) run(ctx context.Context, cn *conn, cur cursor) {
 			return
 		case err != nil:
 			log.Info("tandem stream reconnect failed", "attempt", failures, "err", err)
+			s.disconnected(err)
 		}
+	}
+}
+
+func (s *EventStream) disconnected(err error) {
+	if s.opts.OnDisconnect != nil {
+		s.opts.OnDisconnect(err)
 	}
 }
 

@@ -109,6 +109,10 @@ type clientOptions struct {
 	token   string
 	dataDir string
 	json    bool
+	// listen is where a server started in-process listens, and where one
+	// is looked for first ("": any free loopback port, after defaultURL);
+	// when it is taken, any free port is used instead.
+	listen string
 }
 
 func (o *clientOptions) register(fs *flag.FlagSet, getenv func(string) string, jsonHelp string) {
@@ -179,6 +183,9 @@ func (o clientOptions) connect(ctx context.Context, env *cliEnv, autostart bool)
 			return o.connectTo(ctx, info)
 		}
 		o.url = defaultURL
+		if o.listen != "" {
+			o.url = "http://" + o.listen
+		}
 	}
 	u, err := normalizeURL(o.url)
 	if err != nil {
@@ -293,7 +300,14 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)
 	}
-	ln, err := srv.Listen("127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if o.listen != "" {
+		addr = o.listen
+	}
+	ln, err := srv.Listen(addr)
+	if err != nil && o.listen != "" {
+		ln, err = srv.Listen("127.0.0.1:0")
+	}
 	if err != nil {
 		_ = srv.Shutdown(context.Background())
 		return nil, fmt.Errorf("in-process server: %w", err)

@@ -35,6 +35,7 @@ const usage = `usage: tandem <command> [flags]
 
 commands:
   run         send a prompt to the agent of the current directory and stream the answer
+  tui         the full-screen terminal client (also: tandem, on a terminal)
   attach      print a workspace's live events
   compact     summarize the current session's conversation to free its context window
   export      write the current session as a document another server can import
@@ -53,6 +54,9 @@ tandem help COMMAND (or tandem COMMAND -h) shows a command's flags.
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 && isTerminal(os.Stdin) && isTerminal(stdout) {
+		return tuiCommand(nil, processEnv(getenv, stdout, stderr))
+	}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -64,6 +68,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return runCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "attach":
 		return attachCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "tui":
+		return tuiCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "compact":
 		return compactCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "export":

@@ -42,7 +42,7 @@ func TestVersionAndHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Equal(t, "tandem 0.1.0\n", out)
 
-	for _, cmd := range []string{"run", "attach", "sessions", "workspaces", "serve", "copilot"} {
+	for _, cmd := range []string{"run", "attach", "tui", "sessions", "workspaces", "serve", "copilot"} {
 		out, code = runBinary(t, nil, "help", cmd)
 		assert.Equal(t, 0, code, cmd)
 		assert.True(t, strings.HasPrefix(out, "usage: tandem "+cmd+" [flags]"), "help %s: %q", cmd, out)

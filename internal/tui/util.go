@@ -1,0 +1,5 @@
+package tui
+
+import "sort"
+
+func sortStrings(s []string) { sort.Strings(s) }
