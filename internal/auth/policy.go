@@ -11,7 +11,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -154,12 +154,12 @@ func Check(role Role, a Action) error {
 	if p, ok := policy[a]; ok {
 		what = p.what
 	}
-	return tandem.Errorf(proto.CodeForbidden, "role %s may not %s (it needs the %s role)", role, what, min)
+	return apierr.Errorf(proto.CodeForbidden, "role %s may not %s (it needs the %s role)", role, what, min)
 }
 
 // ErrUnauthorized is the answer to a missing or wrong token.
 func errUnauthorized(format string, args ...any) error {
-	return tandem.Errorf(proto.CodeUnauthorized, "%s", fmt.Sprintf(format, args...))
+	return apierr.Errorf(proto.CodeUnauthorized, "%s", fmt.Sprintf(format, args...))
 }
 
 // CheckContext is Check for the identity ctx carries (WithIdentity), for a

@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -346,17 +346,17 @@ func (s *Service) Create(ctx context.Context, req proto.CreateTokenRequest) (pro
 		req.Role = proto.RoleMember
 	}
 	if _, ok := ParseRole(req.Role); !ok {
-		return proto.TokenCreated{}, tandem.Invalid("role must be viewer, member or owner, got %q", req.Role)
+		return proto.TokenCreated{}, apierr.Invalid("role must be viewer, member or owner, got %q", req.Role)
 	}
 	if req.Name == proto.OwnerTokenName {
-		return proto.TokenCreated{}, tandem.Errorf(proto.CodeAlreadyExists, "the name %q is the data dir's token", req.Name)
+		return proto.TokenCreated{}, apierr.Errorf(proto.CodeAlreadyExists, "the name %q is the data dir's token", req.Name)
 	}
 	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
 	t := store.Token{ID: uuid.NewString(), Name: req.Name, Role: req.Role, CreatedAt: now}
 	if req.ExpiresIn != "" {
 		d, err := time.ParseDuration(req.ExpiresIn)
 		if err != nil || d <= 0 || d > maxExpiry {
-			return proto.TokenCreated{}, tandem.Invalid("expires_in must be a positive Go duration such as 720h, got %q", req.ExpiresIn)
+			return proto.TokenCreated{}, apierr.Invalid("expires_in must be a positive Go duration such as 720h, got %q", req.ExpiresIn)
 		}
 		t.ExpiresAt = now.Add(d)
 	}
@@ -367,7 +367,7 @@ func (s *Service) Create(ctx context.Context, req proto.CreateTokenRequest) (pro
 	t.Hash = Hash(secret)
 	if err := s.cfg.Store.CreateToken(ctx, t); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return proto.TokenCreated{}, tandem.Errorf(proto.CodeAlreadyExists, "a token named %q already exists", req.Name)
+			return proto.TokenCreated{}, apierr.Errorf(proto.CodeAlreadyExists, "a token named %q already exists", req.Name)
 		}
 		return proto.TokenCreated{}, err
 	}
@@ -396,7 +396,7 @@ func (s *Service) List(ctx context.Context) ([]proto.Token, error) {
 // of that name; its streams end at once here, within WatchEvery elsewhere.
 func (s *Service) Revoke(ctx context.Context, idOrName string) (proto.Token, error) {
 	if idOrName == OwnerTokenID || idOrName == proto.OwnerTokenName {
-		return proto.Token{}, tandem.Errorf(proto.CodeForbidden, "the owner token (the data dir's) cannot be revoked through the API; replace the data dir's token file instead")
+		return proto.Token{}, apierr.Errorf(proto.CodeForbidden, "the owner token (the data dir's) cannot be revoked through the API; replace the data dir's token file instead")
 	}
 	if s.cfg.Store == nil {
 		return proto.Token{}, errNoStore
@@ -407,7 +407,7 @@ func (s *Service) Revoke(ctx context.Context, idOrName string) (proto.Token, err
 	}
 	if err := s.cfg.Store.RevokeToken(ctx, t.ID, s.cfg.Now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return proto.Token{}, tandem.Errorf(proto.CodeNotFound, "no token %q", idOrName)
+			return proto.Token{}, apierr.Errorf(proto.CodeNotFound, "no token %q", idOrName)
 		}
 		return proto.Token{}, err
 	}
@@ -435,7 +435,7 @@ func (s *Service) find(ctx context.Context, idOrName string) (store.Token, error
 			return t, nil
 		}
 	}
-	return store.Token{}, tandem.Errorf(proto.CodeNotFound, "no token %q", idOrName)
+	return store.Token{}, apierr.Errorf(proto.CodeNotFound, "no token %q", idOrName)
 }
 
 // Record appends an entry to the audit log. A failure is logged, not
@@ -485,7 +485,7 @@ func (s *Service) Audit(ctx context.Context, after int64, limit int) ([]proto.Au
 		limit = 100
 	}
 	if limit < 0 || limit > MaxAuditPage {
-		return nil, tandem.Invalid("limit must be between 1 and %d, got %d", MaxAuditPage, limit)
+		return nil, apierr.Invalid("limit must be between 1 and %d, got %d", MaxAuditPage, limit)
 	}
 	if s.cfg.Store == nil {
 		return []proto.AuditEntry{}, nil
@@ -510,5 +510,5 @@ func invalidName(name string) error {
 	if len(name) > 80 {
 		name = name[:80] + "..."
 	}
-	return tandem.Invalid("name must be 1 to 64 letters, digits, '.', '_', '-' or '@', got %q", name)
+	return apierr.Invalid("name must be 1 to 64 letters, digits, '.', '_', '-' or '@', got %q", name)
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -182,7 +182,7 @@ func (n *Node) payload(ctx context.Context, m *nats.Msg) ([]byte, error) {
 	}
 	data, err := n.cfg.Store.TakeBlob(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, tandem.Errorf(proto.CodeWorkspaceUnavailable, "a command between nodes was lost on its way; try again")
+		return nil, apierr.Errorf(proto.CodeWorkspaceUnavailable, "a command between nodes was lost on its way; try again")
 	}
 	return data, err
 }
@@ -196,14 +196,14 @@ func remoteError(d proto.ErrorDetail) error {
 	case d.Code == proto.CodeInternal:
 		return errors.New("the workspace's owner failed to serve the call (its log says why)")
 	}
-	return &tandem.Error{Code: d.Code, Message: d.Message}
+	return &apierr.Error{Code: d.Code, Message: d.Message}
 }
 
 // errorDetail is err as an answer: the contract's code and message of a
 // domain error; a storage failure or an unexpected one, whose detail stays
 // in this node's log, by its code only.
 func (n *Node) errorDetail(c *command, err error) *proto.ErrorDetail {
-	var te *tandem.Error
+	var te *apierr.Error
 	switch {
 	case errors.As(err, &te):
 		return &proto.ErrorDetail{Code: te.Code, Message: te.Message}
@@ -234,7 +234,7 @@ func (n *Node) serveCommand(m *nats.Msg) {
 }
 
 func errBusy() error {
-	return tandem.Errorf(proto.CodeWorkspaceUnavailable, "the workspace's owner cannot take the call now; try again")
+	return apierr.Errorf(proto.CodeWorkspaceUnavailable, "the workspace's owner cannot take the call now; try again")
 }
 
 func (n *Node) serve(m *nats.Msg) {
@@ -268,7 +268,7 @@ func (n *Node) receive(ctx context.Context, m *nats.Msg) (*command, error) {
 		return c, err
 	}
 	if err := json.Unmarshal(data, c); err != nil {
-		return c, tandem.Invalid("malformed command: %v", err)
+		return c, apierr.Invalid("malformed command: %v", err)
 	}
 	return c, nil
 }
@@ -395,14 +395,14 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 	case opRewind:
 		return with(c, func(req proto.RewindRequest) (any, error) { return d.Rewinds.Rewind(ctx, ws, sid, req) })
 	}
-	return nil, tandem.Invalid("unknown command %q", c.Op)
+	return nil, apierr.Invalid("unknown command %q", c.Op)
 }
 
 // with decodes c's request struct and calls f with it.
 func with[Req any](c *command, f func(Req) (any, error)) (any, error) {
 	var req Req
 	if err := json.Unmarshal(c.Body, &req); err != nil {
-		return nil, tandem.Invalid("malformed %s command: %v", c.Op, err)
+		return nil, apierr.Invalid("malformed %s command: %v", c.Op, err)
 	}
 	return f(req)
 }

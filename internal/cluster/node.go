@@ -33,11 +33,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/goroutine"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -206,7 +206,7 @@ func (n *Node) lockOf(workspaceID string) *sync.Mutex {
 
 // errUnavailable is the contract's answer while nobody owns a workspace.
 func errUnavailable(workspaceID string) error {
-	return tandem.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s has no owner right now (its owner is being replaced); try again in a few seconds", workspaceID)
+	return apierr.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s has no owner right now (its owner is being replaced); try again in a few seconds", workspaceID)
 }
 
 // route returns the node that owns the workspace, taking it when nobody

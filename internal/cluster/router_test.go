@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -131,17 +131,17 @@ func TestRouterCarriesTheOwnersErrors(t *testing.T) {
 		_, got := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: "x"})
 		return got
 	}
-	var te *tandem.Error
-	err := run(tandem.Errorf(proto.CodeSessionNotFound, "session s not found"))
+	var te *apierr.Error
+	err := run(apierr.Errorf(proto.CodeSessionNotFound, "session s not found"))
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, &tandem.Error{Code: proto.CodeSessionNotFound, Message: "session s not found"}, te)
+	assert.Equal(t, &apierr.Error{Code: proto.CodeSessionNotFound, Message: "session s not found"}, te)
 
 	err = run(errors.Join(errors.New("disk full at /var/lib/secret"), store.ErrUnavailable))
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 	assert.NotContains(t, err.Error(), "secret")
 
 	err = run(errors.New("boom at /var/lib/secret"))
-	assert.Equal(t, proto.CodeInternal, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeInternal, apierr.ErrorCode(err))
 	assert.NotContains(t, err.Error(), "secret")
 }
 
@@ -170,7 +170,7 @@ func TestRouterOwnerThatLostTheWorkspace(t *testing.T) {
 	delete(owner.owned, ws)
 	owner.mu.Unlock()
 	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: "x"})
-	assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 	assert.Empty(t, r.prompts)
 	sender.mu.Lock()
 	_, known := sender.owners[ws]

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/provider"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/tools"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -37,7 +37,7 @@ var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/g
 // problem a 400 naming the attachment.
 func prepareAttachments(root string, in []proto.Attachment) ([]agent.Attachment, error) {
 	if len(in) > MaxAttachments {
-		return nil, tandem.Errorf(proto.CodeBodyTooLarge, "a prompt may carry at most %d attachments, got %d", MaxAttachments, len(in))
+		return nil, apierr.Errorf(proto.CodeBodyTooLarge, "a prompt may carry at most %d attachments, got %d", MaxAttachments, len(in))
 	}
 	out := make([]agent.Attachment, 0, len(in))
 	var total int64
@@ -55,12 +55,12 @@ func prepareAttachments(root string, in []proto.Attachment) ([]agent.Attachment,
 			err = fmt.Errorf("type must be \"file\" or \"blob\", got %q", a.Type)
 		}
 		if err != nil {
-			return nil, tandem.Invalid("attachments[%d]: %v", i, err)
+			return nil, apierr.Invalid("attachments[%d]: %v", i, err)
 		}
 		// Each is bounded, so the total passes its limit by at most one
 		// attachment before it is seen.
 		if total += att.Part.Size; total > MaxAttachedBytes {
-			return nil, tandem.Errorf(proto.CodeBodyTooLarge, "attachments[%d]: the attachments hold more than %d bytes in all", i, MaxAttachedBytes)
+			return nil, apierr.Errorf(proto.CodeBodyTooLarge, "attachments[%d]: the attachments hold more than %d bytes in all", i, MaxAttachedBytes)
 		}
 		out = append(out, att)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/config"
@@ -38,7 +39,6 @@ import (
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -449,14 +449,14 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 // Callers hold sr.mu.
 func (c *Coordinator) admitLocked(ctx context.Context, sr *sessionRuns, deletes uint64) error {
 	if sr.deleting > 0 {
-		return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found: it is being deleted", sr.id)
+		return apierr.Errorf(proto.CodeSessionNotFound, "session %s not found: it is being deleted", sr.id)
 	}
 	if !sr.deleted && c.deletes.Load() == deletes {
 		return nil
 	}
 	if _, err := c.cfg.Store.GetSession(ctx, sr.ws.ID, sr.id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sr.id)
+			return apierr.Errorf(proto.CodeSessionNotFound, "session %s not found", sr.id)
 		}
 		return fmt.Errorf("check session %s: %w", sr.id, err)
 	}
@@ -481,35 +481,35 @@ func validatePrompt(req proto.PromptRequest) error {
 	switch req.Delivery {
 	case "", proto.DeliveryQueue, proto.DeliverySteer:
 	default:
-		return tandem.Invalid("delivery must be %s or %s, got %q", proto.DeliveryQueue, proto.DeliverySteer, req.Delivery)
+		return apierr.Invalid("delivery must be %s or %s, got %q", proto.DeliveryQueue, proto.DeliverySteer, req.Delivery)
 	}
 	if req.SessionID == "" {
-		return tandem.Invalid("session_id is required")
+		return apierr.Invalid("session_id is required")
 	}
 	if _, err := uuid.Parse(req.SessionID); err != nil {
-		return tandem.Invalid("session_id must be a UUID, got %q", req.SessionID)
+		return apierr.Invalid("session_id must be a UUID, got %q", req.SessionID)
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
-		return tandem.Invalid("prompt must not be empty")
+		return apierr.Invalid("prompt must not be empty")
 	}
-	if err := tandem.CheckLen("prompt", req.Prompt, MaxPrompt); err != nil {
+	if err := apierr.CheckLen("prompt", req.Prompt, MaxPrompt); err != nil {
 		return err
 	}
 	for i, a := range req.Attachments {
 		// What the user message shows of an attachment is an event too.
-		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].display_name", i), a.DisplayName, maxAttachmentName); err != nil {
+		if err := apierr.CheckLen(fmt.Sprintf("attachments[%d].display_name", i), a.DisplayName, maxAttachmentName); err != nil {
 			return err
 		}
-		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].path", i), a.Path, maxAttachmentPath); err != nil {
+		if err := apierr.CheckLen(fmt.Sprintf("attachments[%d].path", i), a.Path, maxAttachmentPath); err != nil {
 			return err
 		}
-		if err := tandem.CheckLen(fmt.Sprintf("attachments[%d].mime_type", i), a.MimeType, maxMimeType); err != nil {
+		if err := apierr.CheckLen(fmt.Sprintf("attachments[%d].mime_type", i), a.MimeType, maxMimeType); err != nil {
 			return err
 		}
 	}
 	if req.ClientID != "" {
 		if _, err := uuid.Parse(req.ClientID); err != nil {
-			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
+			return apierr.Invalid("client_id must be a UUID, got %q", req.ClientID)
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -161,7 +161,7 @@ func playOne(h *harness, rnd *rand.Rand) (*play, error) {
 			suspended := h.broker.suspendedRuns(sid)
 			ids, cerr := h.c.Cancel(ctx, h.ws.ID, sid)
 			if deleted {
-				if tandem.ErrorCode(cerr) != proto.CodeSessionNotFound {
+				if apierr.ErrorCode(cerr) != proto.CodeSessionNotFound {
 					return p, fmt.Errorf("cancel of a deleted session: %v", cerr)
 				}
 				continue
@@ -201,7 +201,7 @@ func playOne(h *harness, rnd *rand.Rand) (*play, error) {
 		}
 		// A prompt, a steer or a compaction.
 		if deleted {
-			if tandem.ErrorCode(err) != proto.CodeSessionNotFound {
+			if apierr.ErrorCode(err) != proto.CodeSessionNotFound {
 				return p, fmt.Errorf("%s of a deleted session: got %v, want %s", name, err, proto.CodeSessionNotFound)
 			}
 			continue

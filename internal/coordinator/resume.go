@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/session"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -21,7 +21,7 @@ func (c *Coordinator) Resume(ctx context.Context, wsID, sessionID string, req pr
 	if err != nil {
 		return proto.ResumeResponse{}, err
 	}
-	if err := tandem.CheckUUID("client_id", req.ClientID); err != nil {
+	if err := apierr.CheckUUID("client_id", req.ClientID); err != nil {
 		return proto.ResumeResponse{}, err
 	}
 	if err := session.ValidProvider(req.Provider); err != nil {

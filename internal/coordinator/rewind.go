@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -138,7 +138,7 @@ func (c *Coordinator) Checkpoints(ctx context.Context, wsID, sessionID string) (
 
 // checkpoint finds one of the session's checkpoints, with the list it is in.
 func (c *Coordinator) checkpoint(ctx context.Context, sessionID, id string) (store.Checkpoint, []store.Checkpoint, error) {
-	notFound := tandem.Errorf(proto.CodeCheckpointNotFound, "checkpoint %q not found in session %s", id, sessionID)
+	notFound := apierr.Errorf(proto.CodeCheckpointNotFound, "checkpoint %q not found in session %s", id, sessionID)
 	rw := c.rewinds()
 	if rw == nil {
 		return store.Checkpoint{}, nil, notFound
@@ -195,7 +195,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 		return proto.RewindResult{}, err
 	}
 	if req.CheckpointID == "" {
-		return proto.RewindResult{}, tandem.Invalid("checkpoint_id is required")
+		return proto.RewindResult{}, apierr.Invalid("checkpoint_id is required")
 	}
 	files, history := req.Files == nil || *req.Files, req.History == nil || *req.History
 	// Once decided, a rewind is finished even if its client goes away:
@@ -208,7 +208,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 		return proto.RewindResult{}, err
 	}
 	if active, queued := sr.current(); active != nil || len(queued) > 0 || sr.idle != nil {
-		return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run active or queued; cancel it or wait for it to end before rewinding", rec.ID)
+		return proto.RewindResult{}, apierr.Errorf(proto.CodeSessionBusy, "session %s has a run active or queued; cancel it or wait for it to end before rewinding", rec.ID)
 	}
 	// A run parked on a permission or a client's tool, suspended (not in
 	// memory), is a run of the session too: it would go on from a history
@@ -219,7 +219,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	}
 	for _, p := range pend {
 		if p.SessionID == rec.ID {
-			return proto.RewindResult{}, tandem.Errorf(proto.CodeSessionBusy, "session %s has a run waiting on an answer (request %s); answer or cancel it before rewinding", rec.ID, p.RequestID)
+			return proto.RewindResult{}, apierr.Errorf(proto.CodeSessionBusy, "session %s has a run waiting on an answer (request %s); answer or cancel it before rewinding", rec.ID, p.RequestID)
 		}
 	}
 	ck, list, err := c.checkpoint(ctx, rec.ID, req.CheckpointID)
@@ -302,7 +302,7 @@ func (c *Coordinator) runMessage(ctx context.Context, sessionID string, ck store
 // cluster, before this one took the workspace over) into a 404 saying so.
 func notHere(ck store.Checkpoint, err error) error {
 	if errors.Is(err, checkpoint.ErrNotHere) {
-		return tandem.Errorf(proto.CodeCheckpointNotFound, "checkpoint %s was recorded on another node, which owned the workspace then; its files are not here", ck.ID)
+		return apierr.Errorf(proto.CodeCheckpointNotFound, "checkpoint %s was recorded on another node, which owned the workspace then; its files are not here", ck.ID)
 	}
 	return err
 }
@@ -317,6 +317,6 @@ func conflict(edited []proto.FileChange) error {
 		}
 		names = append(names, f.Path)
 	}
-	return tandem.Errorf(proto.CodeRewindConflict,
+	return apierr.Errorf(proto.CodeRewindConflict,
 		"files changed since the session's last run ended, not by it: %s; rewind with force to overwrite them", strings.Join(names, ", "))
 }

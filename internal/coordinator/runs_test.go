@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -120,7 +120,7 @@ func TestCancelWhileIdleChangesNothing(t *testing.T) {
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID)
 
 	_, err = h.c.Cancel(bg, h.ws.ID, "0b0b0b0b-0000-4000-8000-000000000000")
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 }
 
 // TestCancelAfterCommitIsNotListed: a run that committed to its end
@@ -221,12 +221,12 @@ func TestPromptRefusesBadInput(t *testing.T) {
 		if name == "long" || name == "name" || name == "path" || name == "mime" {
 			want = proto.CodeBodyTooLarge
 		}
-		assert.Equal(t, want, tandem.ErrorCode(err), name)
+		assert.Equal(t, want, apierr.ErrorCode(err), name)
 	}
 	_, err := h.prompt("0b0b0b0b-0000-4000-8000-000000000000", "x")
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	_, err = h.c.Prompt(bg, "0b0b0b0b-0000-4000-8000-000000000000", proto.PromptRequest{SessionID: sid, Prompt: "x"})
-	assert.Equal(t, proto.CodeWorkspaceNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(err))
 	st, err := h.c.Status(bg, h.ws.ID, sid)
 	require.NoError(t, err)
 	assert.False(t, st.Busy)
@@ -244,7 +244,7 @@ func TestDeleteFencesPrompts(t *testing.T) {
 	done := h.c.Forget(bg, h.ws, sid)
 	requireEnded(t, h, proto.OutcomeCanceled, a.RunID)
 	_, err = h.prompt(sid, "during the delete")
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	done(false)
 	b, err := h.prompt(sid, "the delete failed")
 	require.NoError(t, err)
@@ -253,9 +253,9 @@ func TestDeleteFencesPrompts(t *testing.T) {
 
 	require.NoError(t, h.sessions.Delete(bg, h.ws.ID, sid))
 	_, err = h.prompt(sid, "after the delete")
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	_, err = h.c.Compact(bg, h.ws.ID, sid)
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	h.tools.mu.Lock()
 	assert.Contains(t, h.tools.forgotten, sid)
 	h.tools.mu.Unlock()
@@ -396,12 +396,12 @@ func TestResume(t *testing.T) {
 	requireEnded(t, h, proto.OutcomeEndTurn, p.RunID)
 
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: "nope"})
-	assert.Equal(t, proto.CodeInvalidArgument, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeInvalidArgument, apierr.ErrorCode(err))
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: client, Provider: &proto.Provider{Type: "nope"}})
-	assert.Equal(t, proto.CodeInvalidArgument, tandem.ErrorCode(err))
-	h.tools.refuse = tandem.Errorf(proto.CodeInvalidArgument, "tool conflict")
+	assert.Equal(t, proto.CodeInvalidArgument, apierr.ErrorCode(err))
+	h.tools.refuse = apierr.Errorf(proto.CodeInvalidArgument, "tool conflict")
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: client})
-	assert.Equal(t, proto.CodeInvalidArgument, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeInvalidArgument, apierr.ErrorCode(err))
 	h.tools.refuse = nil
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: client, Provider: &proto.Provider{Type: "openai", APIKey: "k"}, MCPServers: []byte(`{}`)})
 	require.NoError(t, err)
@@ -417,19 +417,19 @@ func TestPendingWork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, pend.Permissions)
 	_, err = h.c.Pending(bg, h.ws.ID, nowhere)
-	assert.Equal(t, proto.CodeSessionNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	perms, err := h.c.Permissions(bg, h.ws.ID)
 	require.NoError(t, err)
 	assert.Empty(t, perms)
 	_, err = h.c.Permissions(bg, nowhere)
-	assert.Equal(t, proto.CodeWorkspaceNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(err))
 	got, err := h.c.AnswerPermission(bg, h.ws.ID, "r1", proto.PermissionAnswer{})
 	require.NoError(t, err)
 	assert.Equal(t, "answered r1", got)
 	_, err = h.c.AnswerPermission(bg, nowhere, "r1", proto.PermissionAnswer{})
-	assert.Equal(t, proto.CodeWorkspaceNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(err))
 	require.NoError(t, h.c.AnswerToolCall(bg, h.ws.ID, "r2", proto.ToolCallAnswer{}))
-	assert.Equal(t, proto.CodeWorkspaceNotFound, tandem.ErrorCode(h.c.AnswerToolCall(bg, nowhere, "r2", proto.ToolCallAnswer{})))
+	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(h.c.AnswerToolCall(bg, nowhere, "r2", proto.ToolCallAnswer{})))
 }
 
 // TestProviders: a session's own provider is built with the key it was
@@ -490,7 +490,7 @@ func TestMCPLostServers(t *testing.T) {
 	assert.Equal(t, sid, sts[0].SessionID)
 	assert.Equal(t, []string{}, sts[0].Tools)
 	_, err = h.c.MCPServers(bg, "0b0b0b0b-0000-4000-8000-000000000000")
-	assert.Equal(t, proto.CodeWorkspaceNotFound, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(err))
 }
 
 // TestFileAttachments: a prompt's files and blobs reach the run as the
@@ -540,7 +540,7 @@ func TestFileAttachments(t *testing.T) {
 		"type":        {Type: "other"},
 	} {
 		_, err := h.c.Prompt(bg, h.ws.ID, proto.PromptRequest{SessionID: sid, Prompt: "x", Attachments: []proto.Attachment{att}})
-		assert.Equal(t, proto.CodeInvalidArgument, tandem.ErrorCode(err), name)
+		assert.Equal(t, proto.CodeInvalidArgument, apierr.ErrorCode(err), name)
 	}
 }
 

@@ -17,9 +17,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/tandem-dev/tandem/api"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -153,7 +153,7 @@ func (a *API) Handler() http.Handler {
 	// The app is what no route takes, so it can never shadow one of /v1.
 	r.NotFound(a.serveApp)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		a.reject(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		a.reject(w, r, apierr.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/v1/health", a.health)
 	r.Get("/v1/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
@@ -228,7 +228,7 @@ func (a *API) refuseWhileStopping(next http.Handler) http.Handler {
 // refused answers 503 and reports true while the server shuts down.
 func (a *API) refused(w http.ResponseWriter, r *http.Request) bool {
 	if a.stopping.Load() {
-		a.reject(w, r, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down"))
+		a.reject(w, r, apierr.Errorf(proto.CodeShuttingDown, "server is shutting down"))
 		return true
 	}
 	return false

@@ -20,9 +20,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -135,10 +135,10 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 	if ok {
 		id, name, err = a.auth.Authenticate(r.Context(), secret)
 	} else {
-		err = tandem.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token")
+		err = apierr.Errorf(proto.CodeUnauthorized, "missing or wrong bearer token")
 	}
 	if err != nil {
-		if tandem.ErrorCode(err) == proto.CodeUnauthorized {
+		if apierr.ErrorCode(err) == proto.CodeUnauthorized {
 			a.deny(r, m, auth.Identity{Name: name}, err)
 			a.reject(w, r, err)
 		} else {
@@ -177,14 +177,14 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 // rateLimited answers 429 rate_limited with Retry-After.
 func (a *API) rateLimited(w http.ResponseWriter, r *http.Request, wait time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-	a.reject(w, r, tandem.Errorf(proto.CodeRateLimited, "this token is over its rate of requests; retry in %s", wait.Round(time.Millisecond)))
+	a.reject(w, r, apierr.Errorf(proto.CodeRateLimited, "this token is over its rate of requests; retry in %s", wait.Round(time.Millisecond)))
 }
 
 // deny records a 401 or 403 in the audit log.
 func (a *API) deny(r *http.Request, m routeMatch, id auth.Identity, err error) {
 	a.auth.RecordDenied(r.Context(), store.AuditEntry{TokenID: id.TokenID, Name: id.Name,
 		WorkspaceID: m.param("wid"), SessionID: m.param("sid"),
-		Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, tandem.ErrorMessage(err))})
+		Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, apierr.ErrorMessage(err))})
 }
 
 // widening names what a member's request body asks beyond its route's
@@ -347,7 +347,7 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageQuery(r)
 	if err == nil && r.URL.Query().Has("limit") && limit == 0 {
-		err = tandem.Invalid("limit must be between 1 and %d, got 0", auth.MaxAuditPage)
+		err = apierr.Invalid("limit must be between 1 and %d, got 0", auth.MaxAuditPage)
 	}
 	if err != nil {
 		a.writeError(w, r, err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -206,7 +206,7 @@ func (a *API) screen(routes *routeTable, w http.ResponseWriter, r *http.Request)
 	h.Set("X-Content-Type-Options", "nosniff")
 	// Empty only in HTTP/1.0, which no browser speaks.
 	if r.Host != "" && onLoopback(r) && !loopbackHost(r.Host) {
-		a.reject(w, r, tandem.Errorf(proto.CodeForbiddenHost,
+		a.reject(w, r, apierr.Errorf(proto.CodeForbiddenHost,
 			"host %q is not a loopback name: this server listens on loopback only", r.Host))
 		return false
 	}
@@ -217,7 +217,7 @@ func (a *API) screen(routes *routeTable, w http.ResponseWriter, r *http.Request)
 	h.Add("Vary", "Origin")
 	listed, ok := a.originAllowed(r, origin)
 	if !ok {
-		a.reject(w, r, tandem.Errorf(proto.CodeForbiddenOrigin,
+		a.reject(w, r, apierr.Errorf(proto.CodeForbiddenOrigin,
 			"origin %q is not allowed: it is not this server's and not in --allowed-origins", origin))
 		return false
 	}
@@ -259,7 +259,7 @@ func (a *API) preflight(routes *routeTable, w http.ResponseWriter, r *http.Reque
 		methods = routes.methods(r.URL.Path)
 	}
 	if len(methods) == 0 {
-		a.reject(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s", r.URL.Path))
+		a.reject(w, r, apierr.Errorf(proto.CodeNotFound, "no route %s", r.URL.Path))
 		return
 	}
 	h := w.Header()
@@ -276,12 +276,12 @@ func (a *API) preflight(routes *routeTable, w http.ResponseWriter, r *http.Reque
 // that no route takes is a 404 (405 for the app's paths).
 func (a *API) serveApp(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.App == nil || isAPIPath(r.URL.Path) {
-		a.reject(w, r, tandem.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		a.reject(w, r, apierr.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		a.reject(w, r, tandem.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		a.reject(w, r, apierr.Errorf(proto.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 		return
 	}
 	a.cfg.App.ServeHTTP(w, r)

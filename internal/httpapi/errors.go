@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -49,14 +49,14 @@ func statusOf(code string) int {
 // storage_unavailable; anything else is internal, its detail kept for the
 // log.
 func codeOf(err error) (code, message string) {
-	var te *tandem.Error
+	var te *apierr.Error
 	switch {
 	case errors.As(err, &te):
 		return te.Code, te.Message
 	case errors.Is(err, store.ErrUnavailable):
 		return proto.CodeStorageUnavailable, "the store refuses writes for now (disk full or database locked); nothing was changed, try again later"
 	}
-	return tandem.ErrorCode(err), tandem.ErrorMessage(err)
+	return apierr.ErrorCode(err), apierr.ErrorMessage(err)
 }
 
 // writeError answers with the contract's error body. Unexpected errors and
@@ -91,13 +91,13 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return tandem.Errorf(proto.CodeBodyTooLarge, "body is larger than %d bytes", tooLarge.Limit)
+			return apierr.Errorf(proto.CodeBodyTooLarge, "body is larger than %d bytes", tooLarge.Limit)
 		}
 		var netErr net.Error
 		if errors.As(err, &netErr) && netErr.Timeout() {
 			return errBodyTimeout
 		}
-		return tandem.Errorf(proto.CodeInvalidJSON, "read body: %v", err)
+		return apierr.Errorf(proto.CodeInvalidJSON, "read body: %v", err)
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
@@ -109,7 +109,7 @@ func decode(r *http.Request, v any) error {
 		return decodeError(err)
 	}
 	if dec.More() {
-		return tandem.Errorf(proto.CodeInvalidJSON, "body has data after the JSON value")
+		return apierr.Errorf(proto.CodeInvalidJSON, "body has data after the JSON value")
 	}
 	return nil
 }
@@ -119,16 +119,16 @@ func decodeError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return tandem.Errorf(proto.CodeInvalidJSON, "body is not valid JSON: %v", err)
+		return apierr.Errorf(proto.CodeInvalidJSON, "body is not valid JSON: %v", err)
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return tandem.Invalid("body must be a JSON object, got %s", typ.Value)
+			return apierr.Invalid("body must be a JSON object, got %s", typ.Value)
 		}
-		return tandem.Invalid("field %q must be %s, got %s", typ.Field, jsonType(typ.Type.Kind().String()), typ.Value)
+		return apierr.Invalid("field %q must be %s, got %s", typ.Field, jsonType(typ.Type.Kind().String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return tandem.Invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return apierr.Invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return tandem.Invalid("invalid body: %v", err)
+	return apierr.Invalid("invalid body: %v", err)
 }
 
 // jsonType names Go kinds the way a JSON client thinks of them.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -47,7 +47,7 @@ func FuzzDecode(f *testing.F) {
 		if err == nil {
 			return
 		}
-		code := tandem.ErrorCode(err)
+		code := apierr.ErrorCode(err)
 		if status := statusOf(code); status >= 500 {
 			t.Fatalf("body %q decoded into %T: %v, answered %d %s", body, v, err, status, code)
 		}
@@ -64,11 +64,11 @@ func FuzzLastEventID(f *testing.F) {
 		n, resume, err := parseLastEventID(header, query)
 		switch {
 		case err != nil:
-			if status := statusOf(tandem.ErrorCode(err)); status != http.StatusBadRequest {
+			if status := statusOf(apierr.ErrorCode(err)); status != http.StatusBadRequest {
 				t.Fatalf("(%q, %q): %v answered %d", header, query, err, status)
 			}
-			if len(tandem.ErrorMessage(err)) > 400 {
-				t.Fatalf("(%q, %q): the message echoes the whole input: %d bytes", header, query, len(tandem.ErrorMessage(err)))
+			if len(apierr.ErrorMessage(err)) > 400 {
+				t.Fatalf("(%q, %q): the message echoes the whole input: %d bytes", header, query, len(apierr.ErrorMessage(err)))
 			}
 			if resume || n != 0 {
 				t.Fatalf("(%q, %q): an error with a resume point", header, query)

@@ -9,11 +9,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/httpapi/sse"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -24,7 +24,7 @@ func (a *API) Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		if errors.Is(err, errBodyTimeout) {
 			// What is left of the body must not be read as the next request.
 			w.Header().Set("Connection", "close")
-			err = tandem.Errorf(proto.CodeInvalidJSON, "the request body did not arrive within %s of its headers", a.cfg.BodyTimeout)
+			err = apierr.Errorf(proto.CodeInvalidJSON, "the request body did not arrive within %s of its headers", a.cfg.BodyTimeout)
 		}
 		a.writeError(w, r, err)
 		return false
@@ -192,7 +192,7 @@ func (a *API) subscribe(r *http.Request) (*streamCall, error) {
 //
 //go:noinline
 func (a *API) streamEnded(w http.ResponseWriter, r *http.Request, st *streamCall, err error) {
-	var te *tandem.Error
+	var te *apierr.Error
 	if w != nil && errors.As(err, &te) {
 		a.writeError(w, r, err)
 		return
@@ -218,7 +218,7 @@ func parseLastEventID(header, query string) (n int64, resume bool, err error) {
 		if len(last) > 64 {
 			last = last[:64] + "..."
 		}
-		return 0, false, tandem.Invalid("Last-Event-ID must be a non-negative integer, got %q", last)
+		return 0, false, apierr.Invalid("Last-Event-ID must be a non-negative integer, got %q", last)
 	}
 	return n, true, nil
 }
@@ -292,7 +292,7 @@ func queryInt(v, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, tandem.Invalid("%s must be a non-negative integer, got %q", name, v)
+		return 0, apierr.Invalid("%s must be a non-negative integer, got %q", name, v)
 	}
 	return n, nil
 }

@@ -20,11 +20,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/keylock"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/sweep"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -457,11 +457,11 @@ func (b *Broker) AnswerPermission(ctx context.Context, ws *workspace.Workspace, 
 	case proto.DecisionUserNotAvailable:
 		ans.Result = proto.ResultDeniedNoClient
 	default:
-		return "", tandem.Invalid("decision must be approve_once, approve_session, reject or user_not_available, got %q", a.Decision)
+		return "", apierr.Invalid("decision must be approve_once, approve_session, reject or user_not_available, got %q", a.Decision)
 	}
 	if len(a.Feedback) > MaxFeedback {
 		// It goes into permission.resolved and to the model.
-		return "", tandem.Errorf(proto.CodeBodyTooLarge, "feedback is %d bytes; at most %d are allowed", len(a.Feedback), MaxFeedback)
+		return "", apierr.Errorf(proto.CodeBodyTooLarge, "feedback is %d bytes; at most %d are allowed", len(a.Feedback), MaxFeedback)
 	}
 	ans.Feedback, ans.ResolvedBy = a.Feedback, a.ClientID
 	if id, ok := auth.FromContext(ctx); ok {
@@ -526,7 +526,7 @@ func (b *Broker) AnswerToolCall(ctx context.Context, ws *workspace.Workspace, re
 		return err
 	}
 	if (a.Result == nil) == (a.Error == nil) {
-		return tandem.Invalid("give exactly one of result and error")
+		return apierr.Invalid("give exactly one of result and error")
 	}
 	ans := Answer{ResolvedBy: a.ClientID}
 	if id, ok := auth.FromContext(ctx); ok {
@@ -552,20 +552,20 @@ func (b *Broker) reviveAll(ws *workspace.Workspace, runs [][2]string) {
 
 func checkClient(id string) error {
 	if id == "" {
-		return tandem.Invalid("client_id is required")
+		return apierr.Invalid("client_id is required")
 	}
 	if _, err := uuid.Parse(id); err != nil {
-		return tandem.Invalid("client_id must be a UUID, got %q", id)
+		return apierr.Invalid("client_id must be a UUID, got %q", id)
 	}
 	return nil
 }
 
 func notFound(requestID, kind string) error {
-	return tandem.Errorf(proto.CodeRequestNotFound, "no pending %s %s", kindName(kind), requestID)
+	return apierr.Errorf(proto.CodeRequestNotFound, "no pending %s %s", kindName(kind), requestID)
 }
 
 func alreadyResolved(requestID, kind string) error {
-	return tandem.Errorf(proto.CodeAlreadyResolved, "%s %s was already resolved", kindName(kind), requestID)
+	return apierr.Errorf(proto.CodeAlreadyResolved, "%s %s was already resolved", kindName(kind), requestID)
 }
 
 func checkRequestID(requestID, kind string) error {

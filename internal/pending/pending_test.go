@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/internal/workspace/workspacetest"
 	"github.com/tandem-dev/tandem/proto"
@@ -60,7 +60,7 @@ func TestSettledRequestIsKeptButNotWork(t *testing.T) {
 	require.Empty(t, runs)
 
 	_, err = b.AnswerPermission(ctx, ws, rows[0].RequestID, proto.PermissionAnswer{ClientID: uuid.NewString(), Decision: proto.DecisionApproveOnce})
-	require.Equal(t, proto.CodeAlreadyResolved, tandem.ErrorCode(err))
+	require.Equal(t, proto.CodeAlreadyResolved, apierr.ErrorCode(err))
 
 	// Asking again must not park: a new request would wait for an answer.
 	again, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -117,7 +117,7 @@ func winner(t *testing.T, out []outcome, ok ...string) int {
 			won = i
 			continue
 		}
-		require.Contains(t, ok, tandem.ErrorCode(o.err), "answer %d: %v", i, o.err)
+		require.Contains(t, ok, apierr.ErrorCode(o.err), "answer %d: %v", i, o.err)
 	}
 	return won
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -119,7 +119,7 @@ func Build(m *proto.SystemMessage, env Env) string {
 }
 
 // Validate returns a descriptive error for an unknown mode, section or action
-// (an invalid_argument tandem.Error, which the HTTP layer answers with 400).
+// (an invalid_argument apierr.Error, which the HTTP layer answers with 400).
 // nil is valid: it means the default prompt. Sections are only meaningful in
 // customize mode; elsewhere they are rejected rather than silently ignored,
 // since a client sending them clearly expects them to take effect.
@@ -128,7 +128,7 @@ func Validate(m *proto.SystemMessage) error {
 		return nil
 	}
 	if !slices.Contains(modes, m.Mode) {
-		return tandem.Invalid("system_message.mode must be one of %s, got %q", strings.Join(modes, ", "), m.Mode)
+		return apierr.Invalid("system_message.mode must be one of %s, got %q", strings.Join(modes, ", "), m.Mode)
 	}
 	// Sorted so that the same bad request always gets the same message.
 	ids := make([]string, 0, len(m.Sections))
@@ -138,14 +138,14 @@ func Validate(m *proto.SystemMessage) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		if !slices.Contains(order[:], id) {
-			return tandem.Invalid("system_message.sections: unknown section %q (known: %s)", id, strings.Join(order[:], ", "))
+			return apierr.Invalid("system_message.sections: unknown section %q (known: %s)", id, strings.Join(order[:], ", "))
 		}
 		if a := m.Sections[id].Action; !slices.Contains(actions, a) {
-			return tandem.Invalid("system_message.sections.%s.action must be one of %s, got %q", id, strings.Join(actions, ", "), a)
+			return apierr.Invalid("system_message.sections.%s.action must be one of %s, got %q", id, strings.Join(actions, ", "), a)
 		}
 	}
 	if len(m.Sections) > 0 && m.Mode != ModeCustomize {
-		return tandem.Invalid("system_message.sections need mode %q, got %q", ModeCustomize, m.Mode)
+		return apierr.Invalid("system_message.sections need mode %q, got %q", ModeCustomize, m.Mode)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tandem-dev/tandem/internal/tandem"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -217,8 +217,8 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(tc.m)
 			require.Error(t, err)
-			var te *tandem.Error
-			require.True(t, errors.As(err, &te), "want a tandem.Error, got %T", err)
+			var te *apierr.Error
+			require.True(t, errors.As(err, &te), "want a apierr.Error, got %T", err)
 			assert.Equal(t, proto.CodeInvalidArgument, te.Code)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)

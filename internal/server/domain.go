@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/session"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -68,11 +68,11 @@ func (s streams) Subscribe(ctx context.Context, id string, req domain.StreamRequ
 	if err != nil {
 		return nil, err
 	}
-	if err := tandem.CheckUUID("client_id", req.ClientID); err != nil {
+	if err := apierr.CheckUUID("client_id", req.ClientID); err != nil {
 		return nil, err
 	}
 	if req.SessionID != "" {
-		if err := tandem.CheckUUID("session_id", req.SessionID); err != nil {
+		if err := apierr.CheckUUID("session_id", req.SessionID); err != nil {
 			return nil, err
 		}
 		if _, err := s.sessions.Get(ctx, ws.ID, req.SessionID); err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -27,7 +27,7 @@ func (s *Service) Fork(ctx context.Context, wsID, sessionID string, req proto.Fo
 	if err != nil {
 		return proto.Session{}, err
 	}
-	if err := tandem.CheckLen("title", req.Title, maxTitle); err != nil {
+	if err := apierr.CheckLen("title", req.Title, maxTitle); err != nil {
 		return proto.Session{}, err
 	}
 	msgs, err := s.cfg.Store.ListMessages(ctx, rec.ID)
@@ -37,7 +37,7 @@ func (s *Service) Fork(ctx context.Context, wsID, sessionID string, req proto.Fo
 	if req.ThroughMessageID != "" {
 		i := slices.IndexFunc(msgs, func(m proto.Message) bool { return m.ID == req.ThroughMessageID })
 		if i < 0 {
-			return proto.Session{}, tandem.Errorf(proto.CodeMessageNotFound, "message %q not found in session %s", req.ThroughMessageID, rec.ID)
+			return proto.Session{}, apierr.Errorf(proto.CodeMessageNotFound, "message %q not found in session %s", req.ThroughMessageID, rec.ID)
 		}
 		msgs = msgs[:i+1]
 	}
@@ -99,7 +99,7 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export, all
 		return proto.Session{}, err
 	}
 	if doc.Format != proto.ExportFormat {
-		return proto.Session{}, tandem.Invalid("format must be %q, got %q", proto.ExportFormat, doc.Format)
+		return proto.Session{}, apierr.Invalid("format must be %q, got %q", proto.ExportFormat, doc.Format)
 	}
 	st := doc.Settings
 	req := proto.CreateSessionRequest{
@@ -146,20 +146,20 @@ var (
 // tool calls' arguments objects, and a bounded count.
 func validMessages(msgs []proto.Message) error {
 	if len(msgs) > MaxImportMessages {
-		return tandem.Invalid("messages has %d entries; at most %d are allowed", len(msgs), MaxImportMessages)
+		return apierr.Invalid("messages has %d entries; at most %d are allowed", len(msgs), MaxImportMessages)
 	}
 	for i, m := range msgs {
 		if !slices.Contains(roles, m.Role) {
-			return tandem.Invalid("messages[%d].role must be user, assistant or tool, got %q", i, m.Role)
+			return apierr.Invalid("messages[%d].role must be user, assistant or tool, got %q", i, m.Role)
 		}
 		for j, p := range m.Parts {
 			if !slices.Contains(partTypes, p.Type) {
-				return tandem.Invalid("messages[%d].parts[%d].type %q is not a part type", i, j, p.Type)
+				return apierr.Invalid("messages[%d].parts[%d].type %q is not a part type", i, j, p.Type)
 			}
 			if p.Type == proto.PartToolCall && len(p.Arguments) > 0 {
 				var obj map[string]any
 				if json.Unmarshal(p.Arguments, &obj) != nil || obj == nil {
-					return tandem.Invalid("messages[%d].parts[%d].arguments must be a JSON object", i, j)
+					return apierr.Invalid("messages[%d].parts[%d].arguments must be a JSON object", i, j)
 				}
 			}
 		}

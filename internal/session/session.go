@@ -19,13 +19,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/keylock"
 	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -187,7 +187,7 @@ var (
 // ValidReasoningEffort rejects efforts the contract does not name; "" is allowed.
 func ValidReasoningEffort(effort string) error {
 	if effort != "" && !slices.Contains(reasoningEfforts, effort) {
-		return tandem.Invalid("reasoning_effort must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), effort)
+		return apierr.Invalid("reasoning_effort must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), effort)
 	}
 	return nil
 }
@@ -252,12 +252,12 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	}
 	if err := s.cfg.Store.CreateSession(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return proto.Session{}, tandem.Errorf(proto.CodeAlreadyExists, "session %s already exists", req.ID)
+			return proto.Session{}, apierr.Errorf(proto.CodeAlreadyExists, "session %s already exists", req.ID)
 		}
 		return proto.Session{}, fmt.Errorf("create session %s: %w", req.ID, err)
 	}
 	if len(req.Tools) > 0 {
-		var err error = tandem.Invalid("this server takes no client tools")
+		var err error = apierr.Invalid("this server takes no client tools")
 		if s.cfg.Tools != nil {
 			err = s.cfg.Tools.Register(ws.ID, rec.ID, req.ClientID, req.Tools)
 		}
@@ -327,7 +327,7 @@ func (s *Service) config(ws *workspace.Workspace) (*config.Config, error) {
 // InvalidConfig is the contract's error for an invalid configuration file:
 // 400 invalid_config, its message every problem found (file, key, why).
 func InvalidConfig(err error) error {
-	return tandem.Errorf(proto.CodeInvalidConfig, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	return apierr.Errorf(proto.CodeInvalidConfig, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
 // validateModel refuses a model string the workspace's configuration cannot
@@ -338,26 +338,26 @@ func (s *Service) validateModel(ws *workspace.Workspace, model string) error {
 		return err
 	}
 	if err := cfg.CheckModel(model); err != nil {
-		return tandem.Invalid("%v", err)
+		return apierr.Invalid("%v", err)
 	}
 	return nil
 }
 
 func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessionRequest) error {
-	if err := tandem.CheckLen("title", req.Title, maxTitle); err != nil {
+	if err := apierr.CheckLen("title", req.Title, maxTitle); err != nil {
 		return err
 	}
-	if err := tandem.CheckLen("model", req.Model, maxModel); err != nil {
+	if err := apierr.CheckLen("model", req.Model, maxModel); err != nil {
 		return err
 	}
 	if req.ID != "" {
 		if _, err := uuid.Parse(req.ID); err != nil {
-			return tandem.Invalid("id must be a UUID, got %q", req.ID)
+			return apierr.Invalid("id must be a UUID, got %q", req.ID)
 		}
 	}
 	if req.ClientID != "" {
 		if _, err := uuid.Parse(req.ClientID); err != nil {
-			return tandem.Invalid("client_id must be a UUID, got %q", req.ClientID)
+			return apierr.Invalid("client_id must be a UUID, got %q", req.ClientID)
 		}
 	}
 	if req.Model != "" {
@@ -369,7 +369,7 @@ func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessi
 		return err
 	}
 	if req.PermissionMode != "" && !slices.Contains(permissionModes, req.PermissionMode) {
-		return tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), req.PermissionMode)
+		return apierr.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), req.PermissionMode)
 	}
 	if err := ValidProvider(req.Provider); err != nil {
 		return err
@@ -381,7 +381,7 @@ func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessi
 		return err
 	}
 	if len(req.Tools) > 0 && req.ClientID == "" {
-		return tandem.Invalid("tools need a client_id: they belong to the client that offers them")
+		return apierr.Invalid("tools need a client_id: they belong to the client that offers them")
 	}
 	return nil
 }
@@ -389,7 +389,7 @@ func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessi
 // ValidProvider checks a session provider override; nil is valid.
 func ValidProvider(p *proto.Provider) error {
 	if p != nil && !slices.Contains(providerTypes, p.Type) {
-		return tandem.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), p.Type)
+		return apierr.Invalid("provider.type must be one of %s, got %q", strings.Join(providerTypes, ", "), p.Type)
 	}
 	return nil
 }
@@ -466,10 +466,10 @@ func ParseMCPServers(raw json.RawMessage) (map[string]config.MCPServer, error) {
 	}
 	servers, err := config.ParseMCPServers("mcp_servers", raw)
 	if err != nil {
-		return nil, tandem.Invalid("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return nil, apierr.Invalid("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if len(servers) > MaxMCPServers {
-		return nil, tandem.Invalid("mcp_servers has %d servers; at most %d are allowed", len(servers), MaxMCPServers)
+		return nil, apierr.Invalid("mcp_servers has %d servers; at most %d are allowed", len(servers), MaxMCPServers)
 	}
 	if len(servers) == 0 {
 		return nil, nil
@@ -603,12 +603,12 @@ func (s *Service) Lookup(ctx context.Context, wsID, sessionID string) (*workspac
 		return nil, store.Session{}, err
 	}
 	if _, err := uuid.Parse(sessionID); err != nil {
-		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %q not found", sessionID)
+		return nil, store.Session{}, apierr.Errorf(proto.CodeSessionNotFound, "session %q not found", sessionID)
 	}
 	epoch := s.cached.begin()
 	rec, err := s.cfg.Store.GetSession(ctx, ws.ID, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
+		return nil, store.Session{}, apierr.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 	}
 	if err != nil {
 		return nil, store.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
@@ -633,7 +633,7 @@ func (s *Service) LookupSettings(ctx context.Context, wsID, sessionID string) (*
 	}
 	if rec.WorkspaceID != ws.ID {
 		// A session never moves, so it is not in this workspace.
-		return nil, store.Session{}, tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
+		return nil, store.Session{}, apierr.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 	}
 	return ws, rec, nil
 }
@@ -691,7 +691,7 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 	done(err == nil)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return tandem.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
+			return apierr.Errorf(proto.CodeSessionNotFound, "session %s not found", sessionID)
 		}
 		return fmt.Errorf("delete session %s: %w", rec.ID, err)
 	}
@@ -727,10 +727,10 @@ func (s *Service) Events(ctx context.Context, wsID, sessionID string, after int6
 		return nil, err
 	}
 	if after < 0 {
-		return nil, tandem.Invalid("after must be >= 0")
+		return nil, apierr.Invalid("after must be >= 0")
 	}
 	if limit < 0 {
-		return nil, tandem.Invalid("limit must be > 0")
+		return nil, apierr.Invalid("limit must be > 0")
 	}
 	if limit == 0 || limit > MaxEventPage {
 		limit = MaxEventPage
@@ -755,12 +755,12 @@ func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.Log
 		return 0, err
 	}
 	if !slices.Contains(logLevels, req.Level) {
-		return 0, tandem.Invalid("level must be one of %s, got %q", strings.Join(logLevels, ", "), req.Level)
+		return 0, apierr.Invalid("level must be one of %s, got %q", strings.Join(logLevels, ", "), req.Level)
 	}
 	if strings.TrimSpace(req.Message) == "" {
-		return 0, tandem.Invalid("message is required")
+		return 0, apierr.Invalid("message is required")
 	}
-	if err := tandem.CheckLen("message", req.Message, MaxLogMessage); err != nil {
+	if err := apierr.CheckLen("message", req.Message, MaxLogMessage); err != nil {
 		return 0, err
 	}
 	ev, err := ws.Emit(ctx, workspace.Draft{

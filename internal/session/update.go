@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -22,9 +22,9 @@ const DefaultTitle = "New session"
 // the next model request uses them.
 func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req proto.SetModelRequest) (proto.Session, error) {
 	if strings.TrimSpace(req.Model) == "" {
-		return proto.Session{}, tandem.Invalid("model is required")
+		return proto.Session{}, apierr.Invalid("model is required")
 	}
-	if err := tandem.CheckLen("model", req.Model, maxModel); err != nil {
+	if err := apierr.CheckLen("model", req.Model, maxModel); err != nil {
 		return proto.Session{}, err
 	}
 	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
@@ -38,7 +38,7 @@ func (s *Service) SetModel(ctx context.Context, wsID, sessionID string, req prot
 		// An explicit empty effort is a mistake, not a reset: omit the field
 		// to keep the current one.
 		if *req.ReasoningEffort == "" {
-			return proto.Session{}, tandem.Invalid("reasoning_effort must be one of %s, got \"\"", strings.Join(reasoningEfforts, ", "))
+			return proto.Session{}, apierr.Invalid("reasoning_effort must be one of %s, got \"\"", strings.Join(reasoningEfforts, ", "))
 		}
 		if err := ValidReasoningEffort(*req.ReasoningEffort); err != nil {
 			return proto.Session{}, err
@@ -208,7 +208,7 @@ func validCompaction(o *proto.CompactionOptions) error {
 		return nil
 	}
 	if t := *o.Threshold; !(t > 0 && t <= 1) {
-		return tandem.Invalid("compaction.threshold must be above 0 and at most 1 (a fraction of the model's context window), got %v", t)
+		return apierr.Invalid("compaction.threshold must be above 0 and at most 1 (a fraction of the model's context window), got %v", t)
 	}
 	return nil
 }
@@ -221,13 +221,13 @@ const (
 
 func validToolList(field string, names []string) error {
 	if len(names) > maxToolNames {
-		return tandem.Invalid("%s has %d names; at most %d are allowed", field, len(names), maxToolNames)
+		return apierr.Invalid("%s has %d names; at most %d are allowed", field, len(names), maxToolNames)
 	}
 	for i, n := range names {
 		if strings.TrimSpace(n) == "" {
-			return tandem.Invalid("%s[%d] must not be empty", field, i)
+			return apierr.Invalid("%s[%d] must not be empty", field, i)
 		}
-		if err := tandem.CheckLen(fmt.Sprintf("%s[%d]", field, i), n, maxToolNameLen); err != nil {
+		if err := apierr.CheckLen(fmt.Sprintf("%s[%d]", field, i), n, maxToolNameLen); err != nil {
 			return err
 		}
 	}
@@ -241,9 +241,9 @@ func validToolList(field string, names []string) error {
 func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.UpdateSessionRequest) (proto.Session, error) {
 	if req.Title != nil {
 		if strings.TrimSpace(*req.Title) == "" {
-			return proto.Session{}, tandem.Invalid("title must not be empty")
+			return proto.Session{}, apierr.Invalid("title must not be empty")
 		}
-		if err := tandem.CheckLen("title", *req.Title, maxTitle); err != nil {
+		if err := apierr.CheckLen("title", *req.Title, maxTitle); err != nil {
 			return proto.Session{}, err
 		}
 	}
@@ -251,7 +251,7 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 		return proto.Session{}, err
 	}
 	if m := req.PermissionMode; m != nil && !slices.Contains(permissionModes, *m) {
-		return proto.Session{}, tandem.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), *m)
+		return proto.Session{}, apierr.Invalid("permission_mode must be one of %s, got %q", strings.Join(permissionModes, ", "), *m)
 	}
 	if req.AvailableTools != nil {
 		if err := validToolList("available_tools", *req.AvailableTools); err != nil {

@@ -21,11 +21,11 @@ import (
 	"sync"
 
 	"github.com/tandem-dev/tandem/internal/agent"
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/rules"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/internal/tools"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -164,22 +164,22 @@ func Validate(specs []proto.ToolSpec) error {
 	seen := make(map[string]bool, len(specs))
 	for i, t := range specs {
 		if !validName(t.Name) {
-			return tandem.Invalid("tools[%d].name %q must be 1-64 letters, digits, '_' or '-'", i, t.Name)
+			return apierr.Invalid("tools[%d].name %q must be 1-64 letters, digits, '_' or '-'", i, t.Name)
 		}
 		if strings.HasPrefix(t.Name, mcp.ToolPrefix) {
-			return tandem.Invalid("tools[%d].name %q: names starting with %q are MCP servers' tools", i, t.Name, mcp.ToolPrefix)
+			return apierr.Invalid("tools[%d].name %q: names starting with %q are MCP servers' tools", i, t.Name, mcp.ToolPrefix)
 		}
 		if seen[t.Name] {
-			return tandem.Invalid("tools[%d].name %q is given twice", i, t.Name)
+			return apierr.Invalid("tools[%d].name %q is given twice", i, t.Name)
 		}
 		seen[t.Name] = true
 		if len(t.Parameters) > 0 {
 			var schema map[string]any
 			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return tandem.Invalid("tools[%d].parameters must be a JSON Schema object", i)
+				return apierr.Invalid("tools[%d].parameters must be a JSON Schema object", i)
 			}
 			if typ, ok := schema["type"]; ok && typ != "object" {
-				return tandem.Invalid("tools[%d].parameters.type must be \"object\"", i)
+				return apierr.Invalid("tools[%d].parameters.type must be \"object\"", i)
 			}
 		}
 	}
@@ -218,7 +218,7 @@ func (s *Set) Register(workspaceID, sessionID, clientID string, specs []proto.To
 	for _, spec := range specs {
 		for _, b := range s.builtins {
 			if b.Name() == spec.Name {
-				return tandem.Errorf(proto.CodeToolConflict, "tool %q clashes with a built-in tool", spec.Name)
+				return apierr.Errorf(proto.CodeToolConflict, "tool %q clashes with a built-in tool", spec.Name)
 			}
 		}
 		for owner, theirs := range st.byClient {
@@ -226,7 +226,7 @@ func (s *Set) Register(workspaceID, sessionID, clientID string, specs []proto.To
 				continue
 			}
 			if slices.ContainsFunc(theirs, func(t proto.ToolSpec) bool { return t.Name == spec.Name }) {
-				return tandem.Errorf(proto.CodeToolConflict, "tool %q is already offered by client %s", spec.Name, owner)
+				return apierr.Errorf(proto.CodeToolConflict, "tool %q is already offered by client %s", spec.Name, owner)
 			}
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/bus"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -26,7 +26,7 @@ func (w *Workspace) emitting() bool { return !w.clustered() || w.owned.Load() }
 // errNotOwner is what an emit on a node that does not own the workspace
 // gets: the owner is being replaced (or this node just lost it).
 func (w *Workspace) errNotOwner() error {
-	return tandem.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s is not owned by this node now; try again", w.ID)
+	return apierr.Errorf(proto.CodeWorkspaceUnavailable, "workspace %s is not owned by this node now; try again", w.ID)
 }
 
 // follow starts feeding the workspace's streams from the bus, from the

@@ -18,11 +18,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/bus"
 	"github.com/tandem-dev/tandem/internal/goroutine"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -118,18 +118,18 @@ func (m *Manager) Open(ctx context.Context, path string) (ws *Workspace, created
 // with symlinks resolved, so two spellings of one directory are one workspace.
 func resolveDir(path string) (string, error) {
 	if path == "" {
-		return "", tandem.Invalid("path is required")
+		return "", apierr.Invalid("path is required")
 	}
 	if !filepath.IsAbs(path) {
-		return "", tandem.Invalid("path %q is not absolute", path)
+		return "", apierr.Invalid("path %q is not absolute", path)
 	}
 	resolved, err := filepath.EvalSymlinks(filepath.Clean(path))
 	if err != nil {
-		return "", tandem.Invalid("path %q does not exist", path)
+		return "", apierr.Invalid("path %q does not exist", path)
 	}
 	fi, err := os.Stat(resolved)
 	if err != nil || !fi.IsDir() {
-		return "", tandem.Invalid("path %q is not a directory", path)
+		return "", apierr.Invalid("path %q is not a directory", path)
 	}
 	return resolved, nil
 }
@@ -137,7 +137,7 @@ func resolveDir(path string) (string, error) {
 // Get returns the workspace with that id, loading it from the store if needed.
 func (m *Manager) Get(ctx context.Context, id string) (*Workspace, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return nil, tandem.Errorf(proto.CodeWorkspaceNotFound, "workspace %q not found", id)
+		return nil, apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %q not found", id)
 	}
 	m.mu.Lock()
 	ws := m.loaded[id]
@@ -147,7 +147,7 @@ func (m *Manager) Get(ctx context.Context, id string) (*Workspace, error) {
 	}
 	rec, err := m.cfg.Store.GetWorkspace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, tandem.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", id)
+		return nil, apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get workspace %s: %w", id, err)

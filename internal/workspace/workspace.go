@@ -12,9 +12,9 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/bus"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -129,9 +129,9 @@ func (w *Workspace) CheckOpen() error {
 	defer w.mu.Unlock()
 	switch {
 	case w.closing:
-		return tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+		return apierr.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
 	case !w.open:
-		return tandem.Errorf(proto.CodeWorkspaceNotOpen, "workspace %s is not open; attach a stream or POST /v1/workspaces to open it", w.ID)
+		return apierr.Errorf(proto.CodeWorkspaceNotOpen, "workspace %s is not open; attach a stream or POST /v1/workspaces to open it", w.ID)
 	}
 	return nil
 }
@@ -167,12 +167,12 @@ func (w *Workspace) openLocked() {
 // hold is the claim of POST /v1/workspaces: open for the create grace.
 func (w *Workspace) holdOpen() error {
 	if w.m.isStopping() {
-		return tandem.Errorf(proto.CodeShuttingDown, "server is shutting down")
+		return apierr.Errorf(proto.CodeShuttingDown, "server is shutting down")
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing {
-		return tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+		return apierr.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
 	}
 	w.openLocked()
 	stopTimer(&w.closer)
@@ -200,12 +200,12 @@ func (w *Workspace) holdExpired(gen uint64) {
 // was closed. first reports the client's first open stream.
 func (w *Workspace) attach(clientID, name string) (first bool, err error) {
 	if w.m.isStopping() {
-		return false, tandem.Errorf(proto.CodeShuttingDown, "server is shutting down")
+		return false, apierr.Errorf(proto.CodeShuttingDown, "server is shutting down")
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing {
-		return false, tandem.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
+		return false, apierr.Errorf(proto.CodeWorkspaceClosing, "workspace %s is closing", w.ID)
 	}
 	w.openLocked()
 	stopTimer(&w.hold) // opening a stream ends the create hold

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -62,7 +62,7 @@ func (e *notOwner) Error() string {
 }
 
 func (e *notOwner) Unwrap() []error {
-	return []error{ErrLeaseLost, tandem.Errorf(proto.CodeWorkspaceUnavailable,
+	return []error{ErrLeaseLost, apierr.Errorf(proto.CodeWorkspaceUnavailable,
 		"workspace %s is changing owner; try again", e.workspaceID)}
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
-	"github.com/tandem-dev/tandem/internal/tandem"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -34,7 +34,7 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 
 	err = f.AppendEvent(ctx, fencedEvent(w.ID, 1))
 	require.ErrorIs(t, err, ErrLeaseLost, "no lease, no write")
-	assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 
 	old, err := db.AcquireLease(ctx, w.ID, "node-a", 200*time.Millisecond)
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 	} {
 		err := write()
 		require.ErrorIs(t, err, ErrLeaseLost)
-		assert.Equal(t, proto.CodeWorkspaceUnavailable, tandem.ErrorCode(err))
+		assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 	}
 	evs, err := db.WorkspaceEvents(ctx, w.ID, 0, 0, 0)
 	require.NoError(t, err)

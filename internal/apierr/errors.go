@@ -1,6 +1,6 @@
-// Package tandem holds the domain's shared vocabulary: the error type every
+// Package apierr is the API's errors: the error type every
 // layer returns and the HTTP layer maps to the contract's status codes in one place.
-package tandem
+package apierr
 
 import (
 	"errors"
