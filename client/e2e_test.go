@@ -117,7 +117,7 @@ func TestWholeSessionThroughTheSDK(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, proto.OutcomeEndTurn, done.Outcome)
-	assert.Equal(t, []proto.PermissionResolved{{RequestID: pr.RequestID, Result: proto.ResultApproved, ResolvedBy: c.ClientID()}},
+	assert.Equal(t, []proto.PermissionResolved{{RequestID: pr.RequestID, Result: proto.ResultApproved, ResolvedBy: c.ClientID(), ResolvedByName: "owner"}},
 		resolved, "AnswerPermission sends the client's id")
 	got, err := os.ReadFile(filepath.Join(e.dir, "sdk.txt"))
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestWholeSessionThroughTheSDK(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, proto.OutcomeEndTurn, done.Outcome)
-	assert.Equal(t, []proto.ToolResolved{{RequestID: tr.RequestID, ResolvedBy: c.ClientID()}}, toolResolved)
+	assert.Equal(t, []proto.ToolResolved{{RequestID: tr.RequestID, ResolvedBy: c.ClientID(), ResolvedByName: "owner"}}, toolResolved)
 	assert.Contains(t, text.String(), "tool lookup returned: x means ten")
 	assert.Contains(t, textOf(lastAssistant(t, e, ws.ID, sess.ID)), "tool lookup returned: x means ten")
 

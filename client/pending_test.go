@@ -46,7 +46,7 @@ func TestRejectedPermissionAndFirstAnswerWins(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, proto.OutcomeEndTurn, done.Outcome)
 	assert.Equal(t, proto.PermissionResolved{RequestID: pr.RequestID, Result: proto.ResultDeniedByUser, Feedback: "not now",
-		ResolvedBy: e.c.ClientID()}, resolved)
+		ResolvedBy: e.c.ClientID(), ResolvedByName: "owner"}, resolved)
 	_, err = os.Stat(filepath.Join(e.dir, "no.txt"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a rejected write does not run")
 }

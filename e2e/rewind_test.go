@@ -409,7 +409,23 @@ func TestForkExportImport(t *testing.T) {
 	assert.NotEqual(t, sess.ID, imported.ID)
 	var again proto.Export
 	e2.must(http.StatusOK, "GET", e2.sessionPath(ws2.ID, imported.ID)+"/export", nil, &again)
-	assert.Equal(t, "ask", again.Settings.PermissionMode, "allow_all only for an owner")
+	assert.Equal(t, "allow_all", again.Settings.PermissionMode, "the owner's import keeps allow_all")
+	// Anyone else's import of it asks: only an owner may make a session
+	// that runs tools without asking (section 9).
+	_, member := e2.person("mia", proto.RoleMember)
+	var byMember proto.Session
+	status, raw = e2.as(member, "POST", "/v1/workspaces/"+ws2.ID+"/sessions/import", doc, &byMember)
+	require.Equal(t, http.StatusCreated, status, "%s", raw)
+	var memberDoc proto.Export
+	e2.must(http.StatusOK, "GET", e2.sessionPath(ws2.ID, byMember.ID)+"/export", nil, &memberDoc)
+	assert.Equal(t, "ask", memberDoc.Settings.PermissionMode, "allow_all only for an owner")
+	// So is a member's fork of an allow_all session; the owner's keeps it.
+	var memberFork, ownerFork proto.Session
+	status, raw = e2.as(member, "POST", e2.sessionPath(ws2.ID, imported.ID)+"/fork", map[string]any{}, &memberFork)
+	require.Equal(t, http.StatusCreated, status, "%s", raw)
+	assert.Equal(t, "ask", memberFork.PermissionMode, "a member's fork asks")
+	e2.must(http.StatusCreated, "POST", e2.sessionPath(ws2.ID, imported.ID)+"/fork", map[string]any{}, &ownerFork)
+	assert.Equal(t, "allow_all", ownerFork.PermissionMode, "the owner's fork keeps allow_all")
 	assert.Equal(t, doc.Settings.ExcludedTools, again.Settings.ExcludedTools)
 	assert.Equal(t, doc.Settings.SystemMessage, again.Settings.SystemMessage)
 	require.Len(t, again.Messages, len(doc.Messages))

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/internal/apierr"
+	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -48,6 +49,12 @@ func (s *Service) Fork(ctx context.Context, wsID, sessionID string, req proto.Fo
 		ExcludedTools:  src.ExcludedTools,
 		PermissionMode: src.PermissionMode,
 		Compaction:     src.Compaction,
+	}
+	if settings.PermissionMode == proto.PermissionModeAllowAll && !ownerCalls(ctx) {
+		// A fork is a new session: like an import, it runs tools without
+		// asking only when an owner makes it (section 9 keeps widening
+		// what the agent may do to owners; section 11 would copy it).
+		settings.PermissionMode = proto.PermissionModeAsk
 	}
 	from := &proto.ForkedFrom{SessionID: rec.ID}
 	if len(msgs) > 0 {
@@ -236,4 +243,12 @@ func (s *Service) AllMessages(ctx context.Context, wsID, sessionID string) ([]pr
 		return nil, fmt.Errorf("list messages of %s: %w", rec.ID, err)
 	}
 	return msgs, nil
+}
+
+// ownerCalls reports whether the call's caller has the owner role, or is
+// the server itself (no authenticated caller: recovery, the domain's own
+// tests).
+func ownerCalls(ctx context.Context) bool {
+	c, ok := domain.CallerFrom(ctx)
+	return !ok || c.Role == "" || c.Role == proto.RoleOwner
 }
