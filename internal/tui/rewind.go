@@ -222,7 +222,7 @@ func (m Model) rewindView(w, h int) []string {
 	case len(r.list) == 0:
 		return append(lines, st.dim.Render("no checkpoints: no run of this session has changed files"))
 	}
-	lines = append(lines, st.dim.Render("Rewinding to a checkpoint undoes its prompt's run and every later one: files and history."))
+	lines = append(lines, st.dim.Render("Rewinding undoes the picked prompt's run and all later ones: files and history."))
 	const rows = 5
 	first := max(0, min(r.cur-rows/2, len(r.list)-rows))
 	for i := first; i < len(r.list) && i < first+rows; i++ {
@@ -238,10 +238,14 @@ func (m Model) rewindView(w, h int) []string {
 	var foot []string
 	switch {
 	case r.conflict != "":
-		foot = append(foot, st.statusWarn.Render(ansi.Truncate("refused: "+SanitizeLine(r.conflict), w, "…")),
-			st.key.Render("f")+" force the rewind over these edits  "+st.key.Render("Esc")+" keep them")
+		for _, l := range strings.Split(wrap("refused: "+SanitizeLine(r.conflict), w), "\n") {
+			foot = append(foot, st.statusWarn.Render(l))
+		}
+		foot = append(foot, st.key.Render("f")+" force the rewind over these edits  "+st.key.Render("Esc")+" keep them")
 	case r.problem != "":
-		foot = append(foot, st.statusWarn.Render(ansi.Truncate(SanitizeLine(r.problem), w, "…")))
+		for _, l := range strings.Split(wrap(SanitizeLine(r.problem), w), "\n") {
+			foot = append(foot, st.statusWarn.Render(l))
+		}
 	case r.sent:
 		foot = append(foot, st.dim.Render("rewinding…"))
 	default:
