@@ -299,6 +299,7 @@ func (m Model) switchTo(s proto.Session) (tea.Model, tea.Cmd) {
 	m.early = nil
 	m.perms = nil
 	m.dlg = nil
+	m.rw = nil
 	m.queue = nil
 	m.active = ""
 	m.tr.reset(nil)
