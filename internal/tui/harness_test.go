@@ -128,7 +128,7 @@ func (f *fakeAPI) AnswerPermission(ctx context.Context, ws, id string, a proto.P
 }
 
 func (f *fakeAPI) ForkSession(ctx context.Context, ws, id string, req proto.ForkRequest) (proto.Session, error) {
-	f.call("ForkSession %s title=%q", id, req.Title)
+	f.call("ForkSession %s through=%q title=%q", id, req.ThroughMessageID, req.Title)
 	return proto.Session{ID: "sess-fork", Title: req.Title, Model: "echo", ForkedFrom: &proto.ForkedFrom{SessionID: id}}, f.err
 }
 func (f *fakeAPI) ExportSession(ctx context.Context, ws, id string) (proto.Export, error) {

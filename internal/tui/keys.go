@@ -30,7 +30,7 @@ var commands = []struct{ name, args, help string }{
 	{"/cancel", "", "cancel the running run (also Esc)"},
 	{"/attach", "PATH", "attach a file to the next prompt (also @path)"},
 	{"/rewind", "", "take files and history back to a checkpoint (its diff first)"},
-	{"/fork", "[TITLE]", "copy the session and switch to the copy"},
+	{"/fork", "[TITLE]", "copy the session up to a picked prompt, switch to the copy"},
 	{"/export", "FILE", "write the session's export to FILE; /export! overwrites"},
 	// Listed in /help with /export.
 	{"/export!", "FILE", ""},
@@ -65,6 +65,9 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	}
 	if m.rw != nil {
 		return m.rewindKey(k)
+	}
+	if m.fk != nil {
+		return m.forkKey(k)
 	}
 	if m.dlg != nil {
 		return m.dialogKey(k)
@@ -269,10 +272,7 @@ func (m Model) command(name, arg string) (tea.Model, tea.Cmd) {
 	case "/rewind":
 		return m.openRewind()
 	case "/fork":
-		return m, call(func(ctx context.Context) tea.Msg {
-			s, err := api.ForkSession(ctx, ws, sid, proto.ForkRequest{Title: arg})
-			return switchMsg{sess: s, err: err, what: "fork", note: "forked: this is the copy; /sessions goes back"}
-		})
+		return m.openFork(arg)
 	case "/export", "/export!":
 		if arg == "" {
 			m.flash = "usage: /export FILE (/export! FILE overwrites)"

@@ -142,6 +142,7 @@ type Model struct {
 	dlg      *dialog
 	picker   *picker
 	rw       *rewinder
+	fk       *forker
 	help     bool
 	attach   []string
 	flash    string
@@ -276,7 +277,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case tea.PasteMsg:
-		if m.dlg == nil && m.picker == nil && m.rw == nil {
+		if m.dlg == nil && m.picker == nil && m.rw == nil && m.fk == nil {
 			var cmd tea.Cmd
 			m.in, cmd = m.in.Update(msg)
 			m.fitInput()
@@ -300,6 +301,7 @@ func (m Model) switchTo(s proto.Session) (tea.Model, tea.Cmd) {
 	m.perms = nil
 	m.dlg = nil
 	m.rw = nil
+	m.fk = nil
 	m.queue = nil
 	m.active = ""
 	m.tr.reset(nil)
@@ -430,7 +432,7 @@ func (m Model) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
 	v.MouseMode = tea.MouseModeCellMotion
-	if c := m.in.Cursor(); c != nil && m.dlg == nil && m.picker == nil && m.rw == nil && !m.confirm {
+	if c := m.in.Cursor(); c != nil && m.dlg == nil && m.picker == nil && m.rw == nil && m.fk == nil && !m.confirm {
 		c.Y += m.height - m.in.Height()
 		v.Cursor = c
 	}
@@ -451,6 +453,8 @@ func (m Model) render() string {
 		content = m.picker.view(w, body, m.st)
 	case m.rw != nil:
 		content = m.rewindView(w, body)
+	case m.fk != nil:
+		content = m.forkView(w, body)
 	case m.dlg != nil:
 		content = m.dlg.view(w, body, m.st, m.tr)
 	case m.help:

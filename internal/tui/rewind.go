@@ -205,12 +205,7 @@ func (t *transcript) promptOf(messageID string) string {
 	if e == nil {
 		return "(a prompt no longer shown)"
 	}
-	for _, p := range e.msg.Parts {
-		if p.Type == proto.PartText && strings.TrimSpace(p.Text) != "" {
-			return strings.Join(strings.Fields(p.Text), " ")
-		}
-	}
-	return "(no text)"
+	return promptText(e.msg)
 }
 
 func (m Model) rewindView(w, h int) []string {
@@ -223,17 +218,11 @@ func (m Model) rewindView(w, h int) []string {
 		return append(lines, st.dim.Render("no checkpoints: no run of this session has changed files"))
 	}
 	lines = append(lines, st.dim.Render("Rewinding undoes the picked prompt's run and all later ones: files and history."))
-	const rows = 5
-	first := max(0, min(r.cur-rows/2, len(r.list)-rows))
-	for i := first; i < len(r.list) && i < first+rows; i++ {
-		cp := r.list[i]
-		line := fmt.Sprintf(" %s  %s", cp.CreatedAt.Local().Format("Jan _2 15:04:05"), SanitizeLine(m.tr.promptOf(cp.MessageID)))
-		line = ansi.Truncate(line, w, "…")
-		if i == r.cur {
-			line = st.selected.Render(line + strings.Repeat(" ", max(0, w-ansi.StringWidth(line))))
-		}
-		lines = append(lines, line)
+	labels := make([]string, len(r.list))
+	for i, cp := range r.list {
+		labels[i] = cp.CreatedAt.Local().Format("Jan _2 15:04:05") + "  " + SanitizeLine(m.tr.promptOf(cp.MessageID))
 	}
+	lines = append(lines, pickRows(labels, r.cur, 5, w, st)...)
 	cp, _ := r.selected()
 	var foot []string
 	switch {

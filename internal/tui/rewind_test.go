@@ -127,12 +127,33 @@ func TestSessionRewoundReloadsTheHistory(t *testing.T) {
 func TestForkSwitchesToTheCopy(t *testing.T) {
 	d := loaded(t, 80, 24)
 	d.keys("/fork Parser, take two", "enter")
-	assert.True(t, d.hasCall(`ForkSession sess-1 title="Parser, take two"`), d.api.Calls())
+	scr := d.screen()
+	assert.Contains(t, scr, "Fork")
+	assert.Contains(t, scr, "Why does the parser fail on empty input?", "the prompts are listed")
+	assert.False(t, d.hasCall("ForkSession"), "nothing is forked before Enter")
+	d.keys("enter")
+	assert.True(t, d.hasCall(`ForkSession sess-1 through="" title="Parser, take two"`), "the newest prompt forks all: %v", d.api.Calls())
 	assert.True(t, d.hasCall("Messages sess-fork"), "the copy is loaded")
 	assert.Equal(t, "sess-fork", d.m.sess.ID)
-	scr := d.screen()
+	scr = d.screen()
 	assert.Contains(t, scr, "Parser, take two")
 	assert.Contains(t, scr, "forked")
+}
+
+func TestForkAtAPickedPrompt(t *testing.T) {
+	d := loaded(t, 80, 24)
+	d.keys("/fork", "enter", "up", "enter")
+	assert.True(t, d.hasCall(`ForkSession sess-1 through="m3" title=""`), "through the last message of the first exchange: %v", d.api.Calls())
+
+	d = loaded(t, 80, 24)
+	d.keys("/fork", "enter", "esc")
+	assert.Nil(t, d.m.fk)
+	assert.False(t, d.hasCall("ForkSession"), "Esc forks nothing")
+
+	d = newDriver(t, 80, 24)
+	d.ready(session())
+	d.keys("/fork", "enter")
+	assert.True(t, d.hasCall(`ForkSession sess-1 through="" title=""`), "a session without prompts forks at once: %v", d.api.Calls())
 }
 
 func TestExportWritesTheDocumentAndNeverOverwritesUnlessBang(t *testing.T) {
