@@ -281,8 +281,10 @@ func (m Model) rewound(ev proto.Event) (tea.Model, tea.Cmd) {
 	note := fmt.Sprintf("%s rewound the session: %d files back, %d messages out of the history", who, len(d.Files), d.RemovedMessages)
 	// An open picker's list and diffs are stale now.
 	m.rw = nil
-	next, cmd := m.switchTo(m.sess)
-	mm := next.(Model)
-	mm.flash = note
-	return mm, cmd
+	m.flash = note
+	// The transcript stays on screen until the new history replaces it;
+	// events meanwhile wait for it, as on a switch.
+	m.loading = true
+	m.early = nil
+	return m, m.load(m.sess.ID)
 }
