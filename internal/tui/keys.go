@@ -2,9 +2,9 @@ package tui
 
 import (
 	"context"
-	"slices"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
