@@ -372,3 +372,58 @@ func TestTUIWithURLWaitsForItsServer(t *testing.T) {
 	tm.typeLine("a", "made it")
 	tm.waitFor("a", "echo: made it")
 }
+
+// /rewind in a real terminal: a run writes a file (its permission approved
+// in the TUI), someone edits the file by hand, and /rewind shows the diff,
+// is refused over the hand edit, is forced with f, and puts the file back;
+// the second TUI on the session sees the history change.
+func TestTUIRewindRestoresTheFileAndEveryTUISeesIt(t *testing.T) {
+	srv := startTUIServer(t, t.TempDir())
+	ctx := context.Background()
+	file := filepath.Join(srv.dir, "f.txt")
+	require.NoError(t, os.WriteFile(file, []byte("old text\n"), 0o644))
+	sess, err := srv.c.CreateSession(ctx, srv.ws.ID, proto.CreateSessionRequest{Title: "going back"})
+	require.NoError(t, err)
+
+	tm := newTerm(t, cliEnvironment(t))
+	tm.start("a", srv.dir, 100, 30, srv.tuiArgs("--session", sess.ID)...)
+	tm.start("b", srv.dir, 80, 24, srv.tuiArgs("--session", sess.ID)...)
+	tm.waitFor("a", "going back", "live")
+	tm.waitFor("b", "going back", "live")
+
+	tm.typeLine("a", "before the change")
+	tm.waitFor("b", "echo: before the change")
+	tm.typeLine("a", `/tool write {"path":"f.txt","content":"agent text\n"}`)
+	tm.waitFor("a", "Permission: write")
+	tm.keys("a", "a")
+	tm.waitFor("a", "tool write returned")
+	tm.waitFor("b", "tool write returned")
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "agent text\n", string(raw))
+	require.NoError(t, os.WriteFile(file, []byte("hand edit\n"), 0o644))
+
+	tm.typeLine("a", "/rewind")
+	tm.waitFor("a", "Rewind", "undoes: f.txt (modified)", "-old text", "+hand edit")
+	tm.keys("a", "Enter")
+	tm.waitFor("a", "refused:", "f.txt", "f force the rewind")
+	raw, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "hand edit\n", string(raw), "a refused rewind changes nothing")
+	tm.keys("a", "f")
+	tm.waitFor("a", "rewound")
+	raw, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "old text\n", string(raw), "the rewind put the file back")
+
+	// The history reloads: the write's run leaves, what came before stays.
+	for _, name := range []string{"a", "b"} {
+		tm.waitUntil(name, "the history without the write's run", func(s string) bool {
+			return !strings.Contains(s, "tool write returned") && strings.Contains(s, "echo: before the change")
+		})
+	}
+	tm.waitFor("b", "rewound the session")
+	msgs, err := srv.c.Messages(ctx, srv.ws.ID, sess.ID)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 2, "the prompt before the write and its answer")
+}

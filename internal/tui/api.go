@@ -22,4 +22,9 @@ type API interface {
 	SetModel(ctx context.Context, workspaceID, sessionID string, req proto.SetModelRequest) (proto.Session, error)
 	Compact(ctx context.Context, workspaceID, sessionID string) (proto.PromptAccepted, error)
 	AnswerPermission(ctx context.Context, workspaceID, requestID string, a proto.PermissionAnswer) (proto.PermissionAnswered, error)
+	ForkSession(ctx context.Context, workspaceID, sessionID string, req proto.ForkRequest) (proto.Session, error)
+	ExportSession(ctx context.Context, workspaceID, sessionID string) (proto.Export, error)
+	Checkpoints(ctx context.Context, workspaceID, sessionID string) ([]proto.Checkpoint, error)
+	CheckpointDiff(ctx context.Context, workspaceID, sessionID, checkpointID string) (proto.CheckpointDiff, error)
+	Rewind(ctx context.Context, workspaceID, sessionID string, req proto.RewindRequest) (proto.RewindResult, error)
 }

@@ -10,20 +10,6 @@ import (
 	"github.com/tandem-dev/tandem/proto"
 )
 
-// author is a user message's author, which a server of contract 1.2 adds
-// (section 9); decoded here so that an older server's messages, without
-// it, read the same.
-type author struct {
-	Name     string `json:"name"`
-	ClientID string `json:"client_id"`
-}
-
-// messageData is message.created/updated's data with the optional author.
-type messageData struct {
-	proto.Message
-	Author *author `json:"author,omitempty"`
-}
-
 // resolvedData is permission.resolved's data with the optional name of
 // who answered (section 9).
 type resolvedData struct {
@@ -70,6 +56,11 @@ func (m Model) event(ev proto.Event) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
+	if a := ev.Actor; a != nil && a.ClientID != "" && a.Name != "" {
+		// Who caused the event (section 9): the status line's "working
+		// (NAME)" and the notices name people rather than client ids.
+		m.tr.names[a.ClientID] = a.Name
+	}
 	if ev.SessionID != m.sess.ID || m.sess.ID == "" {
 		return m, nil
 	}
@@ -82,6 +73,8 @@ func (m Model) event(ev proto.Event) (tea.Model, tea.Cmd) {
 		if s, err := client.DecodeData[proto.Session](ev); err == nil {
 			m.sess = s
 		}
+	case proto.EventSessionRewound:
+		return m.rewound(ev)
 	case proto.EventSessionDeleted:
 		m.tr.notice(entryError, "this session was deleted; /sessions picks another, /new starts one")
 	case proto.EventSessionModelChanged:
@@ -133,15 +126,8 @@ func (m Model) event(ev proto.Event) (tea.Model, tea.Cmd) {
 		}
 		return m, m.refreshSession()
 	case proto.EventMessageCreated, proto.EventMessageUpdated:
-		if d, err := client.DecodeData[messageData](ev); err == nil {
-			name := ""
-			if d.Author != nil {
-				name = d.Author.Name
-				if d.Author.ClientID != "" && name != "" {
-					m.tr.names[d.Author.ClientID] = name
-				}
-			}
-			m.tr.upsert(d.Message, name)
+		if d, err := client.DecodeData[proto.Message](ev); err == nil {
+			m.tr.upsert(d, "")
 		}
 	case proto.EventMessageDelta:
 		if d, err := client.DecodeData[proto.MessageDelta](ev); err == nil {

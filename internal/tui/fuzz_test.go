@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/tandem-dev/tandem/client"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -38,5 +39,18 @@ func FuzzViewOfUntrustedText(f *testing.F) {
 		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolName: s, Kind: s, Summary: s,
 			Details: map[string]any{"diff": s}})
 		d.screen()
+
+		// /rewind's picker: the prompt, the file names and changes, the
+		// diff and a refusal's message are the server's.
+		r := newDriver(t, 80, 24)
+		r.api.msgs[sid] = d.api.msgs[sid]
+		r.api.checkpoints = []proto.Checkpoint{{ID: "cp", MessageID: "u"}}
+		r.api.diffs["cp"] = proto.CheckpointDiff{Files: []proto.FileChange{{Path: s, Change: s}}, Diff: s}
+		r.api.rewindErr = []error{&client.APIError{Status: 409, Code: proto.CodeRewindConflict, Message: s}}
+		r.ready(proto.Session{ID: sid, Title: s, Model: s})
+		r.keys("/rewind", "enter")
+		r.screen()
+		r.keys("pgdown", "enter")
+		r.screen()
 	})
 }

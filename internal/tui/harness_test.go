@@ -42,10 +42,15 @@ type fakeAPI struct {
 	status   proto.AgentStatus
 	accept   proto.PromptAccepted
 	err      error
+	// The answers of section 11's calls.
+	checkpoints []proto.Checkpoint
+	diffs       map[string]proto.CheckpointDiff
+	rewindErr   []error // the errors of the next Rewind calls, in turn
+	export      proto.Export
 }
 
 func newFake() *fakeAPI {
-	return &fakeAPI{msgs: map[string][]proto.Message{}, accept: proto.PromptAccepted{RunID: "run-9", State: proto.RunRunning}}
+	return &fakeAPI{msgs: map[string][]proto.Message{}, diffs: map[string]proto.CheckpointDiff{}, accept: proto.PromptAccepted{RunID: "run-9", State: proto.RunRunning}}
 }
 
 func (f *fakeAPI) call(format string, args ...any) {
@@ -120,6 +125,36 @@ func (f *fakeAPI) Compact(ctx context.Context, ws, id string) (proto.PromptAccep
 func (f *fakeAPI) AnswerPermission(ctx context.Context, ws, id string, a proto.PermissionAnswer) (proto.PermissionAnswered, error) {
 	f.call("AnswerPermission %s %s feedback=%q", id, a.Decision, a.Feedback)
 	return proto.PermissionAnswered{Resolved: true}, f.err
+}
+
+func (f *fakeAPI) ForkSession(ctx context.Context, ws, id string, req proto.ForkRequest) (proto.Session, error) {
+	f.call("ForkSession %s through=%q title=%q", id, req.ThroughMessageID, req.Title)
+	return proto.Session{ID: "sess-fork", Title: req.Title, Model: "echo", ForkedFrom: &proto.ForkedFrom{SessionID: id}}, f.err
+}
+func (f *fakeAPI) ExportSession(ctx context.Context, ws, id string) (proto.Export, error) {
+	f.call("ExportSession %s", id)
+	return f.export, f.err
+}
+func (f *fakeAPI) Checkpoints(ctx context.Context, ws, id string) ([]proto.Checkpoint, error) {
+	f.call("Checkpoints %s", id)
+	return f.checkpoints, f.err
+}
+func (f *fakeAPI) CheckpointDiff(ctx context.Context, ws, id, cid string) (proto.CheckpointDiff, error) {
+	f.call("CheckpointDiff %s %s", id, cid)
+	return f.diffs[cid], f.err
+}
+func (f *fakeAPI) Rewind(ctx context.Context, ws, id string, req proto.RewindRequest) (proto.RewindResult, error) {
+	f.call("Rewind %s %s files=%v history=%v force=%v", id, req.CheckpointID, *req.Files, *req.History, req.Force)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.rewindErr) > 0 {
+		err := f.rewindErr[0]
+		f.rewindErr = f.rewindErr[1:]
+		if err != nil {
+			return proto.RewindResult{}, err
+		}
+	}
+	return proto.RewindResult{Files: f.diffs[req.CheckpointID].Files, RemovedMessages: 2}, f.err
 }
 
 // driver runs a Model the way Bubble Tea does, synchronously: every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,11 @@ var commands = []struct{ name, args, help string }{
 	{"/steer", "TEXT", "send TEXT into the running run"},
 	{"/cancel", "", "cancel the running run (also Esc)"},
 	{"/attach", "PATH", "attach a file to the next prompt (also @path)"},
+	{"/rewind", "", "take files and history back to a checkpoint (its diff first)"},
+	{"/fork", "[TITLE]", "copy the session up to a picked prompt, switch to the copy"},
+	{"/export", "FILE", "write the session's export to FILE; /export! overwrites"},
+	// Listed in /help with /export.
+	{"/export!", "FILE", ""},
 	{"/help", "", "show keys and commands"},
 	{"/quit", "", "quit (runs go on)"},
 }
@@ -56,6 +62,12 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	}
 	if m.picker != nil {
 		return m.pickerKey(k)
+	}
+	if m.rw != nil {
+		return m.rewindKey(k)
+	}
+	if m.fk != nil {
+		return m.forkKey(k)
 	}
 	if m.dlg != nil {
 		return m.dialogKey(k)
@@ -257,6 +269,23 @@ func (m Model) command(name, arg string) (tea.Model, tea.Cmd) {
 		}
 		m.attach = append(m.attach, arg)
 		return m, nil
+	case "/rewind":
+		return m.openRewind()
+	case "/fork":
+		return m.openFork(arg)
+	case "/export", "/export!":
+		if arg == "" {
+			m.flash = "usage: /export FILE (/export! FILE overwrites)"
+			return m, nil
+		}
+		overwrite := name == "/export!"
+		return m, call(func(ctx context.Context) tea.Msg {
+			doc, err := api.ExportSession(ctx, ws, sid)
+			if err != nil {
+				return doneMsg{what: "export", err: err}
+			}
+			return exportTo(arg, doc, overwrite)
+		})
 	case "/help":
 		m.help = true
 		return m, nil
@@ -347,7 +376,7 @@ func (m *Model) complete() {
 }
 
 func helpView(w, h int, st styles) []string {
-	lines := []string{st.dialogTitle.Render(" Keys"),
+	lines := []string{st.dialogTitle.Render(" Keys") + st.dim.Render("  (any key closes this help)"),
 		"  Enter send (queued while a run goes on)  Alt+Enter, Ctrl+J new line",
 		"  Esc cancel the running run  Ctrl+C clear the input; on an empty one, quit",
 		"  PgUp/PgDn, wheel scroll  Ctrl+Home top  Ctrl+End follow the end",
@@ -355,8 +384,13 @@ func helpView(w, h int, st styles) []string {
 		"  Permission: a approve once  s approve for the session  r reject (+feedback)",
 		"", st.dialogTitle.Render(" Commands")}
 	for _, c := range commands {
-		lines = append(lines, "  "+st.key.Render(c.name)+" "+c.args+" — "+c.help)
+		if c.help != "" {
+			lines = append(lines, "  "+st.key.Render(c.name)+" "+c.args+" — "+c.help)
+		}
 	}
-	lines = append(lines, "", st.dim.Render("  any key closes this help"))
+	if len(lines) > h {
+		// A short terminal loses the spacing, not a command.
+		lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	}
 	return lines
 }

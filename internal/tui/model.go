@@ -80,6 +80,8 @@ type switchMsg struct {
 	sess proto.Session
 	err  error
 	what string
+	// note is shown once switched.
+	note string
 }
 
 type sessionMsg struct {
@@ -139,6 +141,8 @@ type Model struct {
 	perms    []proto.PermissionRequest
 	dlg      *dialog
 	picker   *picker
+	rw       *rewinder
+	fk       *forker
 	help     bool
 	attach   []string
 	flash    string
@@ -211,7 +215,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.flash = msg.what + ": " + explain(msg.err)
 			return m, nil
 		}
-		return m.switchTo(msg.sess)
+		next, cmd := m.switchTo(msg.sess)
+		if msg.note != "" {
+			mm := next.(Model)
+			mm.flash = msg.note
+			next = mm
+		}
+		return next, cmd
 	case sessionMsg:
 		if msg.err != nil {
 			m.flash = msg.what + ": " + explain(msg.err)
@@ -235,6 +245,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.picker.clamp()
 		}
 		return m, nil
+	case checkpointsMsg, checkpointDiffMsg, rewoundMsg:
+		return m.rewindUpdate(msg)
 	case acceptedMsg:
 		if msg.err != nil {
 			m.flash = "prompt: " + explain(msg.err)
@@ -265,7 +277,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case tea.PasteMsg:
-		if m.dlg == nil && m.picker == nil {
+		if m.dlg == nil && m.picker == nil && m.rw == nil && m.fk == nil {
 			var cmd tea.Cmd
 			m.in, cmd = m.in.Update(msg)
 			m.fitInput()
@@ -288,6 +300,8 @@ func (m Model) switchTo(s proto.Session) (tea.Model, tea.Cmd) {
 	m.early = nil
 	m.perms = nil
 	m.dlg = nil
+	m.rw = nil
+	m.fk = nil
 	m.queue = nil
 	m.active = ""
 	m.tr.reset(nil)
@@ -418,7 +432,7 @@ func (m Model) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
 	v.MouseMode = tea.MouseModeCellMotion
-	if c := m.in.Cursor(); c != nil && m.dlg == nil && m.picker == nil && !m.confirm {
+	if c := m.in.Cursor(); c != nil && m.dlg == nil && m.picker == nil && m.rw == nil && m.fk == nil && !m.confirm {
 		c.Y += m.height - m.in.Height()
 		v.Cursor = c
 	}
@@ -437,6 +451,10 @@ func (m Model) render() string {
 		content = m.confirmView(body)
 	case m.picker != nil:
 		content = m.picker.view(w, body, m.st)
+	case m.rw != nil:
+		content = m.rewindView(w, body)
+	case m.fk != nil:
+		content = m.forkView(w, body)
 	case m.dlg != nil:
 		content = m.dlg.view(w, body, m.st, m.tr)
 	case m.help:

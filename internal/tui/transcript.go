@@ -123,6 +123,13 @@ func (t *transcript) upsert(m proto.Message, author string) {
 	}
 	before := e.height()
 	e.msg = m
+	if author == "" && m.Author != nil {
+		// A message loaded over REST names its author itself (section 9).
+		author = m.Author.Name
+	}
+	if author != "" && m.ClientID != "" {
+		t.names[m.ClientID] = author
+	}
 	if author != "" {
 		e.author = author
 	}
