@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,6 +261,11 @@ func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) 
 	if n := len(hist); n > 0 {
 		after = hist[n-1].Seq
 	}
+	if !p.ContinuePendingWork {
+		if err := c.interruptOrphans(ctx, b, wsID, p.SessionID); err != nil {
+			return nil, err
+		}
+	}
 	// The events up to now are history the client reads with getMessages;
 	// it sees live what the resume brings and everything after.
 	c.detach(p.SessionID)
@@ -290,6 +296,62 @@ func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) 
 		return nil, err
 	}
 	return map[string]any{"sessionId": p.SessionID, "workspacePath": ws, "capabilities": capabilities()}, nil
+}
+
+// orphanWait bounds how long a resume waits for the run it interrupted to
+// end, so that the session is idle when the resume looks at it.
+const orphanWait = 2 * time.Second
+
+// interruptOrphans ends the session's run when it waits on a client tool
+// whose every owner is gone, as the Copilot CLI does for a resume that does
+// not continue pending work: nobody is left to answer the call, so the run
+// stops with the call interrupted, and the resume finds the session idle
+// (session_was_active false) with a request that answers no more. Tandem
+// itself keeps such a run answerable (any client may answer a tool call);
+// this is the Copilot protocol's reading of a cold resume, and only its
+// clients get it.
+func (c *conn) interruptOrphans(ctx context.Context, b Backend, wsID, sessionID string) error {
+	pend, err := b.Pending(ctx, wsID, sessionID)
+	if err != nil || len(pend.ToolCalls) == 0 {
+		return nil // the resume answers a missing session itself
+	}
+	wss, err := b.Workspaces(ctx)
+	if err != nil {
+		return err
+	}
+	here := map[string]bool{}
+	for _, ws := range wss {
+		if ws.ID == wsID {
+			for _, a := range ws.Attached {
+				here[a.ClientID] = true
+			}
+		}
+	}
+	orphaned := false
+	for _, tc := range pend.ToolCalls {
+		if !slices.ContainsFunc(tc.OwnerClientIDs, func(id string) bool { return here[id] }) {
+			orphaned = true
+		}
+	}
+	if !orphaned {
+		return nil
+	}
+	if err := b.Cancel(ctx, wsID, sessionID); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(orphanWait)
+	for time.Now().Before(deadline) {
+		s, err := b.Session(ctx, wsID, sessionID)
+		if err != nil || !s.Busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // toolConflictWait is how long a resume waits for a client that left to
