@@ -165,6 +165,53 @@ func TestPermissionRules(t *testing.T) {
 	})
 }
 
+// TestSessionRules: a session's own rules decide before the configuration
+// file's; an ask rule makes even a reading tool ask (kind read); a session
+// may not allow by a rule of its own.
+func TestSessionRules(t *testing.T) {
+	e := startEnv(t, withConfigFile(t, `{"permissions": [{"tool": "view", "decision": "allow"}]}`))
+	require.NoError(t, os.WriteFile(filepath.Join(e.workDir, "plan.txt"), []byte("the plan"), 0o644))
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permissions": []map[string]string{
+		{"tool": "view", "path": "plan*", "decision": "ask"},
+		{"tool": "bash", "decision": "deny"},
+	}})
+
+	tf, asked := e.ruleRun(s, ws.ID, sess.ID, `/tool view {"path": "plan.txt"}`, proto.DecisionReject)
+	assert.True(t, asked, "the session's ask rule comes before the configuration's allow")
+	assert.True(t, tf.IsError)
+	assert.NotContains(t, tf.Content, "the plan", "a denied read shows nothing")
+	var evs proto.EventList
+	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/workspaces/%s/sessions/%s/events?limit=1000", ws.ID, sess.ID), nil, &evs)
+	var kinds []string
+	for _, ev := range evs.Events {
+		if ev.Type == proto.EventPermissionRequested {
+			var pr proto.PermissionRequest
+			require.NoError(t, json.Unmarshal(ev.Data, &pr))
+			kinds = append(kinds, pr.Kind)
+		}
+	}
+	assert.Equal(t, []string{proto.PermissionRead}, kinds)
+
+	tf, _ = e.ruleRun(s, ws.ID, sess.ID, `/tool bash {"command": "pwd"}`, "")
+	assert.Equal(t, proto.ResultDeniedByRule, tf.Permission)
+
+	other := e.createSession(ws.ID, nil)
+	tf, asked = e.ruleRun(s, ws.ID, other.ID, `/tool view {"path": "plan.txt"}`, "")
+	assert.False(t, asked, "another session keeps the configuration's rules alone")
+	assert.Contains(t, tf.Content, "the plan")
+
+	for _, bad := range []any{
+		[]map[string]string{{"tool": "bash", "decision": "allow"}},
+		[]map[string]string{{"tool": "bash", "decision": "maybe"}},
+		[]map[string]string{{"decision": "ask"}},
+	} {
+		status, raw := e.do("POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{"permissions": bad}, nil)
+		assert.Equal(t, http.StatusBadRequest, status, "%v: %s", bad, raw)
+	}
+}
+
 // TestWorkspaceRulesComeFirst: a workspace's rules are read with each
 // prompt and come before the server's.
 func TestWorkspaceRulesComeFirst(t *testing.T) {

@@ -7,6 +7,9 @@ const (
 	PermissionShell      = "shell"
 	PermissionWrite      = "write"
 	PermissionCustomTool = "custom_tool"
+	// PermissionRead is what a reading tool (view, ls, glob, grep) asks
+	// when a permission rule says ask for it; they ask nothing otherwise.
+	PermissionRead = "read"
 	// PermissionMCP is asked by a tool of an MCP server (mcp__NAME__TOOL).
 	PermissionMCP = "mcp"
 )

@@ -251,6 +251,19 @@ type CreateSessionRequest struct {
 	// checked as the configuration file is. Their env and header values
 	// (tokens, often) are kept in memory only, like a provider's api_key.
 	MCPServers json.RawMessage `json:"mcp_servers,omitempty"`
+	// Permissions are the session's own permission rules, decided before
+	// the configuration file's (section 7's shape); a session's rules may
+	// only ask or deny: allowing without asking stays the configuration's.
+	Permissions []PermissionRule `json:"permissions,omitempty"`
+}
+
+// PermissionRule is one permission rule: the first that matches a call
+// decides it (contract section 7).
+type PermissionRule struct {
+	Tool     string `json:"tool"`
+	Command  string `json:"command,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Decision string `json:"decision"`
 }
 
 // LogRequest is the body of POST .../sessions/{sid}/log.

@@ -37,6 +37,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/rules"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/toolset"
@@ -712,7 +713,7 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		c.configure(ar, sess, cfg)
 		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, c.settings(sess), cfg)
 		defer release()
-		rc = toolset.RunConfig{Rules: cfg.Rules(), MCP: mgrs}
+		rc = toolset.RunConfig{Rules: c.sessionRules(sess).Then(cfg.Rules()), MCP: mgrs}
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
@@ -784,6 +785,21 @@ func (c *Coordinator) settings(sess store.Session) session.Settings {
 		}
 	}
 	return settings
+}
+
+// sessionRules are the session's own permission rules, which decide before
+// the configuration's (checked when the session was made).
+func (c *Coordinator) sessionRules(sess store.Session) *rules.Set {
+	rs := c.settings(sess).Permissions
+	if len(rs) == 0 {
+		return nil
+	}
+	set, err := rules.Compile(rs)
+	if err != nil {
+		c.log.Error("compile session rules", "session_id", sess.ID, "err", err)
+		return nil
+	}
+	return set
 }
 
 // configure fills the run's model, provider, system prompt and tool settings

@@ -180,6 +180,18 @@ func compileRule(r Rule) (compiled, error) {
 	return c, nil
 }
 
+// Then returns the rules of s followed by those of next: s's decide first.
+// Either may be nil.
+func (s *Set) Then(next *Set) *Set {
+	switch {
+	case s.Len() == 0:
+		return next
+	case next.Len() == 0:
+		return s
+	}
+	return &Set{rules: append(append(make([]compiled, 0, s.Len()+next.Len()), s.rules...), next.rules...)}
+}
+
 // Len is the number of rules.
 func (s *Set) Len() int {
 	if s == nil {

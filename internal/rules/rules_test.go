@@ -282,3 +282,26 @@ func TestCallOf(t *testing.T) {
 	m, _ := set.Decide(CallOf("view", []byte(`{"path": "/etc/passwd"}`), rel))
 	assert.Equal(t, Deny, m.Decision, "an allow rule never approves a path outside the workspace")
 }
+
+// Then puts a session's rules before the configuration's: the first match
+// of the two lists, in that order, decides.
+func TestThenDecidesInOrder(t *testing.T) {
+	first, err := Compile([]Rule{{Tool: "view", Path: "plan*", Decision: Ask}})
+	require.NoError(t, err)
+	then, err := Compile([]Rule{{Tool: "view", Decision: Allow}, {Tool: "bash", Decision: Deny}})
+	require.NoError(t, err)
+	both := first.Then(then)
+	require.Equal(t, 3, both.Len())
+	m, ok := both.Decide(Call{Tool: "view", Path: "plan.txt", HasPath: true})
+	require.True(t, ok)
+	require.Equal(t, Ask, m.Decision)
+	m, ok = both.Decide(Call{Tool: "view", Path: "other.txt", HasPath: true})
+	require.True(t, ok)
+	require.Equal(t, Allow, m.Decision)
+	m, ok = both.Decide(Call{Tool: "bash"})
+	require.True(t, ok)
+	require.Equal(t, Deny, m.Decision)
+	require.Same(t, then, (*Set)(nil).Then(then))
+	require.Same(t, first, first.Then(nil))
+	require.Equal(t, 1, first.Len(), "Then leaves its operands as they were")
+}

@@ -49,6 +49,7 @@ func (s *Service) Fork(ctx context.Context, wsID, sessionID string, req proto.Fo
 		ExcludedTools:  src.ExcludedTools,
 		PermissionMode: src.PermissionMode,
 		Compaction:     src.Compaction,
+		Permissions:    src.Permissions,
 	}
 	if settings.PermissionMode == proto.PermissionModeAllowAll && !ownerCalls(ctx) {
 		// A fork is a new session: like an import, it runs tools without

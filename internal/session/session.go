@@ -25,6 +25,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
+	"github.com/tandem-dev/tandem/internal/rules"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -68,6 +69,8 @@ type Settings struct {
 	// ForkedFrom and ImportedFrom say where a fork or an import came from.
 	ForkedFrom   *proto.ForkedFrom   `json:"forked_from,omitempty"`
 	ImportedFrom *proto.ImportedFrom `json:"imported_from,omitempty"`
+	// Permissions are the session's own rules, before the configuration's.
+	Permissions []rules.Rule `json:"permissions,omitempty"`
 }
 
 // CompactionOrDefault is the session's compaction settings.
@@ -219,6 +222,9 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	}
 	if settings.PermissionMode == "" {
 		settings.PermissionMode = "ask"
+	}
+	if settings.Permissions, err = sessionRules(req.Permissions); err != nil {
+		return proto.Session{}, err
 	}
 	if req.Compaction != nil {
 		c := applyCompaction(proto.DefaultCompaction, *req.Compaction)
@@ -773,4 +779,31 @@ func (s *Service) Log(ctx context.Context, wsID, sessionID string, req proto.Log
 		return 0, err
 	}
 	return ev.Seq, nil
+}
+
+// maxSessionRules bounds a session's own permission rules.
+const maxSessionRules = 100
+
+// sessionRules checks a session's own permission rules: at most
+// maxSessionRules, each one that compiles, and none that allows. A rule
+// that allows widens what the agent does without asking, which is the
+// configuration file's (the server owner's) to say, not a session's.
+func sessionRules(in []proto.PermissionRule) ([]rules.Rule, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if len(in) > maxSessionRules {
+		return nil, apierr.Invalid("permissions: %d rules, at most %d", len(in), maxSessionRules)
+	}
+	out := make([]rules.Rule, len(in))
+	for i, r := range in {
+		out[i] = rules.Rule{Tool: r.Tool, Command: r.Command, Path: r.Path, Decision: r.Decision}
+		if r.Decision == rules.Allow {
+			return nil, apierr.Invalid("permissions[%d].decision: a session's rules may ask or deny; allow rules belong in the configuration file", i)
+		}
+		if err := out[i].Check(); err != nil {
+			return nil, apierr.Invalid("permissions[%d].%v", i, err)
+		}
+	}
+	return out, nil
 }

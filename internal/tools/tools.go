@@ -66,6 +66,8 @@ const (
 	PermissionNone  = ""
 	PermissionShell = "shell"
 	PermissionWrite = "write"
+	// PermissionRead is asked by a reading tool only when a rule says ask.
+	PermissionRead = "read"
 )
 
 // Builtins returns the seven built-in tools in a stable order. A fresh slice is

@@ -350,7 +350,13 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 		if rule.denied() {
 			return rule.denial()
 		}
-		if kind := t.Permission(); kind != tools.PermissionNone && !rule.allowed() {
+		kind := t.Permission()
+		if kind == tools.PermissionNone && rule.asks() {
+			// A rule decides before the mode (section 7): an ask rule
+			// makes even a reading tool ask.
+			kind = tools.PermissionRead
+		}
+		if kind != tools.PermissionNone && !rule.allowed() {
 			summary, details := t.Summary(env, call.Arguments)
 			if res, ok := s.permit(ctx, run, ref, kind, summary, details, rule.asks()); !ok {
 				return res
