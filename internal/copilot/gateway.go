@@ -147,6 +147,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if mode != "replace" {
 		rewriteSystem(req)
 	}
+	if deniedInteractively(req) {
+		// The Copilot CLI ends its turn when a person denies a call: the
+		// model is not asked again. Tandem's engine tells the model and
+		// goes on, so the profile answers for the model, with an empty
+		// last word.
+		endTurn(w)
+		return
+	}
 	g.rewriteMessages(sessionID, req)
 	out, _ := json.Marshal(req)
 	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, g.upstream+"/chat/completions", bytes.NewReader(out))
@@ -196,6 +204,36 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, c := range chunks {
 		fmt.Fprintf(w, "data: %s\n\n", c)
 	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// userDenial is what Tandem tells the model of a call a person denied.
+var userDenial = regexp.MustCompile(`^(Error: )?The user denied this tool call\.`)
+
+// deniedInteractively reports whether a call of the model's last step was
+// denied by a person: among the tool results after its last message.
+func deniedInteractively(req map[string]json.RawMessage) bool {
+	var msgs []struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	}
+	if json.Unmarshal(req["messages"], &msgs) != nil {
+		return false
+	}
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role == "tool"; i-- {
+		if s, ok := msgs[i].Content.(string); ok && userDenial.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// endTurn answers a chat completion with an empty message that ends the
+// turn, as a streamed completion.
+func endTurn(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, `data: {"id":"tandem-gateway-end-turn","object":"chat.completion.chunk","created":0,"model":"","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}`+"\n\n")
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 

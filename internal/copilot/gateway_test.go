@@ -75,3 +75,41 @@ func TestViewResult(t *testing.T) {
 		t.Fatalf("viewResult changed a note: %q", got)
 	}
 }
+
+// When a person denied a call of the model's last step, the Copilot profile
+// ends the turn there, as the CLI does: the model is not asked again.
+func TestGatewayEndsTheTurnOnAnInteractiveDenial(t *testing.T) {
+	asked := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"went on"}}]}`)
+	}))
+	defer up.Close()
+	g, err := NewGateway(up.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	post := func(body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, g.BaseURL("s1")+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.Key())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return string(raw)
+	}
+	call := `{"role":"assistant","tool_calls":[{"id":"v","type":"function","function":{"name":"view","arguments":"{\"path\":\"/x\"}"}}]}`
+	denied := post(`{"model":"m","messages":[{"role":"user","content":"go"},` + call + `,{"role":"tool","tool_call_id":"v","content":"Error: The user denied this tool call."}]}`)
+	if asked != 0 || !strings.Contains(denied, `"finish_reason":"stop"`) || !strings.Contains(denied, "data: [DONE]") {
+		t.Fatalf("a denied step: upstream asked %d times, answer %s", asked, denied)
+	}
+	// A denial in an earlier step, answered since, does not end later turns.
+	later := post(`{"model":"m","messages":[{"role":"user","content":"go"},` + call + `,{"role":"tool","tool_call_id":"v","content":"Error: The user denied this tool call."},{"role":"assistant","content":""},{"role":"user","content":"again"}]}`)
+	if asked != 1 || !strings.Contains(later, "went on") {
+		t.Fatalf("a new turn after a denial: upstream asked %d times, answer %s", asked, later)
+	}
+}

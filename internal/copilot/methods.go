@@ -96,6 +96,13 @@ func (c *conn) ping(ctx context.Context, params json.RawMessage) (any, error) {
 
 // sessionParams are the parts of session.create and session.resume the
 // bridge maps onto Tandem.
+// readsAsk are the permission rules of the Copilot profile: its view (a
+// file: Tandem's view; a directory: ls) asks a read permission.
+var readsAsk = []proto.PermissionRule{
+	{Tool: "view", Decision: "ask"},
+	{Tool: "ls", Decision: "ask"},
+}
+
 type sessionParams struct {
 	SessionID       string `json:"sessionId"`
 	Model           string `json:"model"`
@@ -115,6 +122,7 @@ type sessionParams struct {
 		APIKey  string `json:"apiKey"`
 	} `json:"provider"`
 	WorkingDirectory    string `json:"workingDirectory"`
+	RequestPermission   bool   `json:"requestPermission"`
 	ContinuePendingWork bool   `json:"continuePendingWork"`
 	DefaultAgent        *struct {
 		ExcludedTools []string `json:"excludedTools"`
@@ -185,6 +193,11 @@ func (c *conn) create(ctx context.Context, params json.RawMessage) (any, error) 
 		ID: p.SessionID, Model: c.srv.tandemModel(model), ReasoningEffort: p.ReasoningEffort,
 		SystemMessage: p.SystemMessage, AvailableTools: p.AvailableTools, ExcludedTools: excluded,
 		Provider: p.provider(), ClientID: c.clientID, Tools: p.tools(),
+	}
+	if p.RequestPermission {
+		// The Copilot CLI asks before its view reads a file or lists a
+		// directory, and apps that handle permissions expect to be asked.
+		req.Permissions = readsAsk
 	}
 	if req.ID == "" {
 		req.ID = uuid.NewString()

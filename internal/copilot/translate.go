@@ -250,6 +250,10 @@ func permissionRequest(d proto.PermissionRequest) map[string]any {
 		r["intention"] = d.Summary
 		r["diff"] = detail("diff")
 		r["canOfferSessionApproval"] = true
+	case proto.PermissionRead:
+		r["kind"] = "read"
+		r["path"] = detail("path")
+		r["intention"] = d.Summary
 	default:
 		r["kind"] = "custom-tool"
 		r["toolDescription"] = d.Summary
