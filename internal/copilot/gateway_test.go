@@ -42,15 +42,7 @@ func TestGatewayJoinsChoices(t *testing.T) {
 	if anon.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a request without the gateway's key got %d, want 401", anon.StatusCode)
 	}
-	req, _ := http.NewRequest(http.MethodPost, g.BaseURL("s1")+"/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+g.Key())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	stream := string(raw)
+	stream := postGateway(t, g, body)
 	for _, want := range []string{`"content":"I'll create it."`, `"name":"report_intent"`, `"name":"write"`, `\"content\":\"hi\"`, `"finish_reason":"tool_calls"`, "data: [DONE]"} {
 		if !strings.Contains(stream, want) {
 			t.Errorf("stream lacks %s:\n%s", want, stream)
@@ -90,18 +82,7 @@ func TestGatewayEndsTheTurnOnAnInteractiveDenial(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	post := func(body string) string {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, g.BaseURL("s1")+"/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+g.Key())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return string(raw)
-	}
+	post := func(body string) string { return postGateway(t, g, body) }
 	call := `{"role":"assistant","tool_calls":[{"id":"v","type":"function","function":{"name":"view","arguments":"{\"path\":\"/x\"}"}}]}`
 	denied := post(`{"model":"m","messages":[{"role":"user","content":"go"},` + call + `,{"role":"tool","tool_call_id":"v","content":"Error: The user denied this tool call."}]}`)
 	if asked != 0 || !strings.Contains(denied, `"finish_reason":"stop"`) || !strings.Contains(denied, "data: [DONE]") {
@@ -112,4 +93,19 @@ func TestGatewayEndsTheTurnOnAnInteractiveDenial(t *testing.T) {
 	if asked != 1 || !strings.Contains(later, "went on") {
 		t.Fatalf("a new turn after a denial: upstream asked %d times, answer %s", asked, later)
 	}
+}
+
+// postGateway posts a chat completion for session s1 with the gateway's
+// key and returns the answer's body.
+func postGateway(t *testing.T, g *Gateway, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.BaseURL("s1")+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+g.Key())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return string(raw)
 }
