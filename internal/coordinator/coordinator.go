@@ -711,9 +711,10 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		ar.Provider = failing{err}
 	} else {
 		c.configure(ar, sess, cfg)
-		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, c.settings(sess), cfg)
+		settings := c.settings(sess)
+		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, settings, cfg)
 		defer release()
-		rc = toolset.RunConfig{Rules: c.sessionRules(sess).Then(cfg.Rules()), MCP: mgrs}
+		rc = toolset.RunConfig{Rules: c.sessionRules(sess.ID, settings.Permissions).Then(cfg.Rules()), MCP: mgrs}
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
@@ -789,14 +790,13 @@ func (c *Coordinator) settings(sess store.Session) session.Settings {
 
 // sessionRules are the session's own permission rules, which decide before
 // the configuration's (checked when the session was made).
-func (c *Coordinator) sessionRules(sess store.Session) *rules.Set {
-	rs := c.settings(sess).Permissions
+func (c *Coordinator) sessionRules(sessionID string, rs []rules.Rule) *rules.Set {
 	if len(rs) == 0 {
 		return nil
 	}
 	set, err := rules.Compile(rs)
 	if err != nil {
-		c.log.Error("compile session rules", "session_id", sess.ID, "err", err)
+		c.log.Error("compile session rules", "session_id", sessionID, "err", err)
 		return nil
 	}
 	return set
