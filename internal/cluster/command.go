@@ -316,7 +316,7 @@ func (n *Node) sweepBlobs() {
 	n.swept = time.Now()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
 	defer cancel()
-	if err := n.cfg.Store.DeleteBlobsBefore(ctx, time.Now().Add(-blobMaxAge)); err != nil {
+	if err := n.cfg.Store.DeleteBlobsOlderThan(ctx, blobMaxAge); err != nil {
 		n.log.Warn("sweep blobs", "err", err)
 	}
 }
