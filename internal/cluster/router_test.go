@@ -218,17 +218,19 @@ func TestRouterRefusesUnknownAndLostCommands(t *testing.T) {
 }
 
 // A command to an owner that is gone (no node listens for it) fails at
-// once with workspace_unavailable, not after the forward timeout, and the
-// sender forgets that owner.
+// once with workspace_unavailable, not after the forward timeout; the
+// sender forgets that owner, and deletes the blob of a large command.
 func TestRouterOwnerGone(t *testing.T) {
 	r := &runs{}
-	sender, _, ws, _ := pair(t, r)
+	sender, _, ws, st := pair(t, r)
 	sender.cfg.ForwardTimeout = time.Minute
 	sender.remember(store.Lease{WorkspaceID: ws, Owner: "gone", Epoch: 2, Expires: time.Now().Add(time.Hour)})
 	start := time.Now()
-	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: "x"})
+	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: strings.Repeat("x", int(sender.cfg.NATS.MaxPayload()))})
 	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, 1, st.puts, "the command went by reference")
+	assert.Empty(t, st.data, "nobody will take its blob: it is gone")
 	sender.mu.Lock()
 	_, known := sender.owners[ws]
 	sender.mu.Unlock()
