@@ -14,6 +14,10 @@ type claimant interface {
 	Unclaim(clientID string)
 }
 
+// maxNodeClaims bounds the streams of one workspace counted for one other
+// node: far more than a node serves, far less than a bad report claims.
+const maxNodeClaims = 1 << 14
+
 // remoteClaims are the streams other nodes reported of one workspace this
 // node owns, counted as claims on it like its own streams: they keep the
 // workspace open, announce client.attached and client.detached, and a
@@ -80,16 +84,24 @@ func (c *remoteClaims) applyLocked(node string, clients map[string]int) {
 	if have == nil {
 		have = map[string]int{}
 	}
+	// The claims this report keeps, which the ones it adds join.
+	total := 0
+	for id, k := range have {
+		total += min(k, max(clients[id], 0))
+	}
 	for id, n := range clients {
-		for have[id] < n {
+		// A report is a peer's word: a count it got wrong must not keep
+		// this loop (and the lock, and Close waiting for it) for ever.
+		for have[id] < n && total < maxNodeClaims {
 			if c.ws.Claim(id) != nil {
 				break // closing or stopping: the next report tries again
 			}
 			have[id]++
+			total++
 		}
 	}
 	for id, n := range have {
-		for ; n > clients[id]; n-- {
+		for ; n > max(clients[id], 0); n-- { // a negative count is none
 			c.ws.Unclaim(id)
 		}
 		if n == 0 {

@@ -51,3 +51,21 @@ func TestStaleClaimsReportIsIgnored(t *testing.T) {
 	c.releaseAll()
 	require.Empty(t, ws)
 }
+
+// A report's counts are bounded: a node claiming more streams than any
+// node serves gets maxNodeClaims of them counted, and the report is
+// applied at once rather than looping for ever.
+func TestClaimsReportIsBounded(t *testing.T) {
+	ws := counted{}
+	c := newRemoteClaims(ws)
+	c.set("n2", 1, map[string]int{"a": 1 << 62, "b": 3})
+	require.Equal(t, maxNodeClaims, ws.total())
+	c.set("n2", 2, map[string]int{"b": 3})
+	require.Equal(t, counted{"b": 3}, ws, "the next report counts as usual")
+	ws["local"] = 1 // a stream on the owner itself
+	c.set("n2", 3, map[string]int{"b": -5, "local": -1})
+	require.Equal(t, counted{"local": 1}, ws, "a negative count releases the node's own claims, no more")
+	delete(ws, "local")
+	c.releaseAll()
+	require.Empty(t, ws)
+}

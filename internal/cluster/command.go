@@ -135,6 +135,7 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 		// and its lease runs out soon.
 		n.forget(c.WorkspaceID)
 		n.log.Warn("send command", "op", c.Op, "workspace_id", c.WorkspaceID, "owner", owner, "err", err)
+		n.dropBlob(ctx, m)
 		return errUnavailable(c.WorkspaceID)
 	}
 	if data, err = n.payload(ctx, reply); err != nil {
@@ -172,6 +173,20 @@ func (n *Node) message(ctx context.Context, subj string, data []byte) (*nats.Msg
 	}
 	m.Header.Set(hdrBlob, id)
 	return m, nil
+}
+
+// dropBlob deletes the blob m names, which nobody will take now that its
+// command failed: a dead owner's commands are not left for the sweep.
+func (n *Node) dropBlob(ctx context.Context, m *nats.Msg) {
+	id := m.Header.Get(hdrBlob)
+	if id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.Tick)
+	defer cancel()
+	if _, err := n.cfg.Store.TakeBlob(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		n.log.Warn("drop the blob of a failed command", "err", err)
+	}
 }
 
 // payload is what m carries, taken from its blob when it names one.
@@ -316,7 +331,7 @@ func (n *Node) sweepBlobs() {
 	n.swept = time.Now()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
 	defer cancel()
-	if err := n.cfg.Store.DeleteBlobsBefore(ctx, time.Now().Add(-blobMaxAge)); err != nil {
+	if err := n.cfg.Store.DeleteBlobsOlderThan(ctx, blobMaxAge); err != nil {
 		n.log.Warn("sweep blobs", "err", err)
 	}
 }

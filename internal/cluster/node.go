@@ -75,7 +75,7 @@ type Store interface {
 	MaxSeq(ctx context.Context, workspaceID string) (int64, error)
 	PutBlob(ctx context.Context, id string, data []byte) error
 	TakeBlob(ctx context.Context, id string) ([]byte, error)
-	DeleteBlobsBefore(ctx context.Context, t time.Time) error
+	DeleteBlobsOlderThan(ctx context.Context, age time.Duration) error
 }
 
 // Config is what a node needs.

@@ -56,6 +56,7 @@ type runs struct {
 	prompts []proto.PromptRequest
 	callers []domain.Caller
 	err     error
+	big     string
 }
 
 func (r *runs) Prompt(ctx context.Context, _ string, req proto.PromptRequest) (proto.PromptAccepted, error) {
@@ -172,6 +173,64 @@ func TestRouterOwnerThatLostTheWorkspace(t *testing.T) {
 	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: "x"})
 	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 	assert.Empty(t, r.prompts)
+	sender.mu.Lock()
+	_, known := sender.owners[ws]
+	sender.mu.Unlock()
+	assert.False(t, known)
+}
+
+// Status answers with a queued prompt as large as told.
+func (r *runs) Status(context.Context, string, string) (proto.AgentStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return proto.AgentStatus{Queued: []proto.QueuedRun{{RunID: "run-2", Prompt: r.big}}}, nil
+}
+
+// An answer larger than one NATS message comes back by reference too: the
+// owner puts it in the blobs, and the sender takes it.
+func TestRouterPassesLargeAnswersByReference(t *testing.T) {
+	r := &runs{}
+	sender, _, ws, st := pair(t, r)
+	r.big = strings.Repeat("y", int(sender.cfg.NATS.MaxPayload())*2)
+	got, err := sender.Domain().Runs.Status(context.Background(), ws, uuid.NewString())
+	require.NoError(t, err)
+	require.Len(t, got.Queued, 1)
+	assert.Equal(t, r.big, got.Queued[0].Prompt, "the answer arrived whole")
+	assert.Equal(t, 1, st.puts)
+	assert.Empty(t, st.data, "the sender took the blob")
+}
+
+// What a peer sends that the owner cannot serve changes nothing: an
+// unknown command is refused as invalid, and a command whose blob is gone
+// (swept, or taken already) is answered workspace_unavailable.
+func TestRouterRefusesUnknownAndLostCommands(t *testing.T) {
+	r := &runs{}
+	sender, _, ws, _ := pair(t, r)
+	err := sender.send(context.Background(), "owner", &command{Op: "run.format_disk", WorkspaceID: ws}, nil, nil)
+	assert.Equal(t, proto.CodeInvalidArgument, apierr.ErrorCode(err))
+
+	m := nats.NewMsg(commandSubject("owner"))
+	m.Header.Set(hdrBlob, uuid.NewString())
+	reply, err := sender.cfg.NATS.RequestMsg(m, 5*time.Second)
+	require.NoError(t, err)
+	assert.Contains(t, string(reply.Data), proto.CodeWorkspaceUnavailable)
+	assert.Empty(t, r.prompts)
+}
+
+// A command to an owner that is gone (no node listens for it) fails at
+// once with workspace_unavailable, not after the forward timeout; the
+// sender forgets that owner, and deletes the blob of a large command.
+func TestRouterOwnerGone(t *testing.T) {
+	r := &runs{}
+	sender, _, ws, st := pair(t, r)
+	sender.cfg.ForwardTimeout = time.Minute
+	sender.remember(store.Lease{WorkspaceID: ws, Owner: "gone", Epoch: 2, Expires: time.Now().Add(time.Hour)})
+	start := time.Now()
+	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: strings.Repeat("x", int(sender.cfg.NATS.MaxPayload()))})
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, 1, st.puts, "the command went by reference")
+	assert.Empty(t, st.data, "nobody will take its blob: it is gone")
 	sender.mu.Lock()
 	_, known := sender.owners[ws]
 	sender.mu.Unlock()

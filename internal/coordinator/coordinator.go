@@ -789,15 +789,18 @@ func (c *Coordinator) settings(sess store.Session) session.Settings {
 }
 
 // sessionRules are the session's own permission rules, which decide before
-// the configuration's (checked when the session was made).
+// the configuration's (checked when the session was made). Rules that no
+// longer compile (a store written by another version) fail closed: the
+// session's rules only ask or deny, so dropping them would let calls run
+// that they stopped; every call asks a person instead.
 func (c *Coordinator) sessionRules(sessionID string, rs []rules.Rule) *rules.Set {
 	if len(rs) == 0 {
 		return nil
 	}
 	set, err := rules.Compile(rs)
 	if err != nil {
-		c.log.Error("compile session rules", "session_id", sessionID, "err", err)
-		return nil
+		c.log.Error("compile session rules: every tool call asks", "session_id", sessionID, "err", err)
+		set, _ = rules.Compile([]rules.Rule{{Tool: "*", Decision: rules.Ask}})
 	}
 	return set
 }

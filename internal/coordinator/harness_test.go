@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/hub"
@@ -130,6 +131,25 @@ func (h *harness) session() string {
 
 func (h *harness) prompt(sessionID, text string) (proto.PromptAccepted, error) {
 	return h.c.Prompt(context.Background(), h.ws.ID, proto.PromptRequest{SessionID: sessionID, Prompt: text})
+}
+
+// accept prompts the session and fails the test unless the prompt is
+// accepted.
+func (h *harness) accept(sessionID, text string) proto.PromptAccepted {
+	h.t.Helper()
+	acc, err := h.prompt(sessionID, text)
+	require.NoError(h.t, err, "prompt %q", text)
+	return acc
+}
+
+// requireIdle fails the test unless Status shows the session with no
+// active and no queued run.
+func (h *harness) requireIdle(sessionID string) {
+	h.t.Helper()
+	st, err := h.c.Status(context.Background(), h.ws.ID, sessionID)
+	require.NoError(h.t, err)
+	assert.False(h.t, st.Busy, "busy")
+	assert.Empty(h.t, st.Queued, "queued")
 }
 
 func (h *harness) steer(sessionID, text string) (proto.PromptAccepted, error) {

@@ -38,8 +38,7 @@ func requireEnded(t *testing.T, h *harness, outcome string, runIDs ...string) {
 func TestPromptRunsAndCompletes(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	acc, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	acc := h.accept(sid, "hello")
 	assert.Equal(t, proto.RunRunning, acc.State)
 	assert.Equal(t, sid, acc.SessionID)
 	require.NoError(t, h.settle(sid))
@@ -54,10 +53,8 @@ func TestPromptRunsAndCompletes(t *testing.T) {
 func TestPromptsQueueInOrder(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "first")
-	require.NoError(t, err)
-	b, err := h.prompt(sid, "second")
-	require.NoError(t, err)
+	a := h.accept(sid, "first")
+	b := h.accept(sid, "second")
 	c, err := h.c.Compact(bg, h.ws.ID, sid)
 	require.NoError(t, err)
 	assert.Equal(t, proto.RunQueued, b.State)
@@ -74,10 +71,7 @@ func TestPromptsQueueInOrder(t *testing.T) {
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID, b.RunID, c.RunID)
 	ar, _ := h.rec.run(c.RunID)
 	assert.True(t, ar.Compact, "a compaction run is run as one")
-	st, err = h.c.Status(bg, h.ws.ID, sid)
-	require.NoError(t, err)
-	assert.False(t, st.Busy)
-	assert.Empty(t, st.Queued)
+	h.requireIdle(sid)
 }
 
 // TestCancelStopsActiveAndQueued: a cancel lists the active run and the
@@ -87,18 +81,14 @@ func TestPromptsQueueInOrder(t *testing.T) {
 func TestCancelStopsActiveAndQueued(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "first")
-	require.NoError(t, err)
-	b, err := h.prompt(sid, "second")
-	require.NoError(t, err)
-	c, err := h.prompt(sid, "third")
-	require.NoError(t, err)
+	a := h.accept(sid, "first")
+	b := h.accept(sid, "second")
+	c := h.accept(sid, "third")
 	h.began(a.RunID)
 	ids, err := h.c.Cancel(bg, h.ws.ID, sid)
 	require.NoError(t, err)
 	assert.Equal(t, []string{a.RunID, b.RunID, c.RunID}, ids)
-	d, err := h.prompt(sid, "after the cancel")
-	require.NoError(t, err)
+	d := h.accept(sid, "after the cancel")
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeCanceled, a.RunID, b.RunID, c.RunID)
 	requireEnded(t, h, proto.OutcomeEndTurn, d.RunID)
@@ -111,8 +101,7 @@ func TestCancelWhileIdleChangesNothing(t *testing.T) {
 	ids, err := h.c.Cancel(bg, h.ws.ID, sid)
 	require.NoError(t, err)
 	assert.Equal(t, []string{}, ids)
-	a, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	a := h.accept(sid, "hello")
 	require.NoError(t, h.settle(sid))
 	ids, err = h.c.Cancel(bg, h.ws.ID, sid)
 	require.NoError(t, err)
@@ -129,8 +118,7 @@ func TestCancelWhileIdleChangesNothing(t *testing.T) {
 func TestCancelAfterCommitIsNotListed(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	a := h.accept(sid, "hello")
 	h.began(a.RunID)
 	ar, _ := h.rec.run(a.RunID)
 	require.True(t, ar.Commit(), "the run commits")
@@ -148,8 +136,7 @@ func TestCancelAfterCommitIsNotListed(t *testing.T) {
 func TestCancelMeetsTheLastStep(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	a := h.accept(sid, "hello")
 	h.gates.step(sid)
 	select {
 	case id := <-h.rec.last:
@@ -227,9 +214,7 @@ func TestPromptRefusesBadInput(t *testing.T) {
 	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	_, err = h.c.Prompt(bg, "0b0b0b0b-0000-4000-8000-000000000000", proto.PromptRequest{SessionID: sid, Prompt: "x"})
 	assert.Equal(t, proto.CodeWorkspaceNotFound, apierr.ErrorCode(err))
-	st, err := h.c.Status(bg, h.ws.ID, sid)
-	require.NoError(t, err)
-	assert.False(t, st.Busy)
+	h.requireIdle(sid)
 }
 
 // TestDeleteFencesPrompts: from the delete's start the session takes no
@@ -238,16 +223,14 @@ func TestPromptRefusesBadInput(t *testing.T) {
 func TestDeleteFencesPrompts(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "running")
-	require.NoError(t, err)
+	a := h.accept(sid, "running")
 	h.began(a.RunID)
 	done := h.c.Forget(bg, h.ws, sid)
 	requireEnded(t, h, proto.OutcomeCanceled, a.RunID)
-	_, err = h.prompt(sid, "during the delete")
+	_, err := h.prompt(sid, "during the delete")
 	assert.Equal(t, proto.CodeSessionNotFound, apierr.ErrorCode(err))
 	done(false)
-	b, err := h.prompt(sid, "the delete failed")
-	require.NoError(t, err)
+	b := h.accept(sid, "the delete failed")
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeEndTurn, b.RunID)
 
@@ -262,8 +245,7 @@ func TestDeleteFencesPrompts(t *testing.T) {
 
 	// The same id again: a new session, which runs.
 	require.NoError(t, h.db.CreateSession(bg, store.Session{ID: sid, WorkspaceID: h.ws.ID, Title: "again", Model: "echo"}))
-	c, err := h.prompt(sid, "created again")
-	require.NoError(t, err)
+	c := h.accept(sid, "created again")
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeEndTurn, c.RunID)
 }
@@ -275,8 +257,7 @@ func TestDeleteWithQueuedRuns(t *testing.T) {
 	sid := h.session()
 	var ids []string
 	for range 5 {
-		acc, err := h.prompt(sid, "queued")
-		require.NoError(t, err)
+		acc := h.accept(sid, "queued")
 		ids = append(ids, acc.RunID)
 	}
 	require.NoError(t, h.sessions.Delete(bg, h.ws.ID, sid))
@@ -295,10 +276,8 @@ func TestDeleteWithQueuedRuns(t *testing.T) {
 func TestWorkspaceClosedSuspendsParkedRuns(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	p, err := h.prompt(sid, "park on a client")
-	require.NoError(t, err)
-	q, err := h.prompt(sid, "queued behind")
-	require.NoError(t, err)
+	p := h.accept(sid, "park on a client")
+	q := h.accept(sid, "queued behind")
 	h.began(p.RunID)
 	h.restart(false)
 	count, _ := h.db.completions(p.RunID)
@@ -319,10 +298,8 @@ func TestWorkspaceClosedSuspendsParkedRuns(t *testing.T) {
 func TestRecoverEndsLostRuns(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "running")
-	require.NoError(t, err)
-	b, err := h.prompt(sid, "queued")
-	require.NoError(t, err)
+	a := h.accept(sid, "running")
+	b := h.accept(sid, "queued")
 	h.began(a.RunID)
 	h.restart(true)
 	requireEnded(t, h, proto.OutcomeInterrupted, a.RunID, b.RunID)
@@ -332,8 +309,7 @@ func TestRecoverEndsLostRuns(t *testing.T) {
 	requireEnded(t, h, proto.OutcomeInterrupted, a.RunID, b.RunID)
 
 	blob := base64.StdEncoding.EncodeToString([]byte("some notes"))
-	c, err := h.prompt(sid, "running")
-	require.NoError(t, err)
+	c := h.accept(sid, "running")
 	h.began(c.RunID)
 	d, err := h.c.Prompt(bg, h.ws.ID, proto.PromptRequest{SessionID: sid, Prompt: "with a blob", Attachments: []proto.Attachment{{Type: "blob", Data: blob, MimeType: "text/plain", DisplayName: "notes"}}})
 	require.NoError(t, err)
@@ -363,8 +339,7 @@ func TestResume(t *testing.T) {
 	h := newHarness(t)
 	const client = "0c0c0c0c-0000-4000-8000-000000000000"
 	sid := h.session()
-	p, err := h.prompt(sid, "park")
-	require.NoError(t, err)
+	p := h.accept(sid, "park")
 	h.began(p.RunID)
 	h.restart(false)
 	h.gates.open(sid)
@@ -375,8 +350,7 @@ func TestResume(t *testing.T) {
 	requireEnded(t, h, proto.OutcomeEndTurn, p.RunID)
 
 	sid = h.session()
-	p, err = h.prompt(sid, "park")
-	require.NoError(t, err)
+	p = h.accept(sid, "park")
 	h.began(p.RunID)
 	h.restart(false)
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: client})
@@ -387,8 +361,7 @@ func TestResume(t *testing.T) {
 	// Warm: the parked run is in memory; a resume without continue
 	// leaves it waiting.
 	sid = h.session()
-	p, err = h.prompt(sid, "park")
-	require.NoError(t, err)
+	p = h.accept(sid, "park")
 	h.began(p.RunID)
 	_, err = h.c.Resume(bg, h.ws.ID, sid, proto.ResumeRequest{ClientID: client})
 	require.NoError(t, err)
@@ -447,8 +420,7 @@ func TestProviders(t *testing.T) {
 	}
 	s, err := h.sessions.Create(bg, h.ws.ID, proto.CreateSessionRequest{Model: "openai/gpt-x", Provider: &proto.Provider{Type: "openai", BaseURL: "http://own", APIKey: "sk-own"}})
 	require.NoError(t, err)
-	a, err := h.prompt(s.ID, "hello")
-	require.NoError(t, err)
+	a := h.accept(s.ID, "hello")
 	require.NoError(t, h.settle(s.ID))
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID)
 	require.Len(t, got, 1)
@@ -460,8 +432,7 @@ func TestProviders(t *testing.T) {
 
 	s, err = h.sessions.Create(bg, h.ws.ID, proto.CreateSessionRequest{Model: "openai/gpt-x", Provider: &proto.Provider{Type: "openai", BaseURL: "http://broken", APIKey: "k"}})
 	require.NoError(t, err)
-	b, err := h.prompt(s.ID, "hello")
-	require.NoError(t, err)
+	b := h.accept(s.ID, "hello")
 	require.NoError(t, h.settle(s.ID))
 	ar, _ = h.rec.run(b.RunID)
 	_, failed := ar.Provider.(failing)
@@ -479,8 +450,7 @@ func TestMCPLostServers(t *testing.T) {
 	sts, err := h.c.MCPServers(bg, h.ws.ID)
 	require.NoError(t, err)
 	assert.Empty(t, sts)
-	a, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	a := h.accept(sid, "hello")
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID)
 	sts, err = h.c.MCPServers(bg, h.ws.ID)
@@ -561,15 +531,13 @@ func TestHooksBindOnce(t *testing.T) {
 func TestWaitAndSweep(t *testing.T) {
 	h := newHarness(t)
 	sid := h.session()
-	a, err := h.prompt(sid, "hello")
-	require.NoError(t, err)
+	a := h.accept(sid, "hello")
 	require.NoError(t, h.settle(sid))
 	require.NoError(t, h.c.Wait(bg))
 	h.c.SweepIdle()
 	h.c.SweepIdle()
 	assert.Nil(t, h.c.existing(sid))
-	b, err := h.prompt(sid, "again")
-	require.NoError(t, err)
+	b := h.accept(sid, "again")
 	require.NoError(t, h.settle(sid))
 	requireEnded(t, h, proto.OutcomeEndTurn, a.RunID, b.RunID)
 	_ = agent.ReviveContinue

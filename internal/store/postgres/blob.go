@@ -12,7 +12,7 @@ import (
 )
 
 // PutBlob keeps data under id until TakeBlob takes it (or
-// DeleteBlobsBefore sweeps it): a node-to-node command's input or answer
+// DeleteBlobsOlderThan sweeps it): a node-to-node command's input or answer
 // too large for one bus message.
 func (db *DB) PutBlob(ctx context.Context, id string, data []byte) error {
 	if _, err := db.pool.Exec(ctx, `INSERT INTO cluster_blobs (id, data) VALUES ($1, $2)`, id, data); err != nil {
@@ -35,9 +35,11 @@ func (db *DB) TakeBlob(ctx context.Context, id string) ([]byte, error) {
 	return data, nil
 }
 
-// DeleteBlobsBefore deletes the blobs put before t, which nobody took.
-func (db *DB) DeleteBlobsBefore(ctx context.Context, t time.Time) error {
-	if _, err := db.pool.Exec(ctx, `DELETE FROM cluster_blobs WHERE created_at < $1`, t); err != nil {
+// DeleteBlobsOlderThan deletes the blobs put more than age ago, which
+// nobody took. Age is measured on the database's clock, which stamped
+// them: a node whose clock runs ahead must not sweep blobs in flight.
+func (db *DB) DeleteBlobsOlderThan(ctx context.Context, age time.Duration) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM cluster_blobs WHERE created_at < now() - $1 * interval '1 microsecond'`, age.Microseconds()); err != nil {
 		return fmt.Errorf("delete old blobs: %w", classify(err))
 	}
 	return nil
