@@ -313,10 +313,19 @@ func TestOwnerOnlyWidening(t *testing.T) {
 	}
 	refused("POST", base, map[string]any{"permission_mode": "allow_all"})
 	refused("POST", base, map[string]any{"mcp_servers": mcp})
+	// A body the role check cannot read is one the handler refuses too: a
+	// stray closing bracket after the object is no way around the check.
+	for _, tail := range []string{"}", "]"} {
+		status, raw := e.as(member, "POST", base, `{"permission_mode":"allow_all"}`+tail, nil)
+		require.Equal(t, http.StatusBadRequest, status, "%s", raw)
+		assert.Contains(t, string(raw), "invalid_json")
+	}
 	var s proto.Session
 	status, raw := e.as(member, "POST", base, map[string]any{"title": "mine", "permission_mode": "ask"}, &s)
 	require.Equal(t, http.StatusCreated, status, "%s", raw)
 	refused("PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "allow_all"})
+	status, raw = e.as(member, "PATCH", base+"/"+s.ID, `{"permission_mode":"allow_all"}}`, nil)
+	require.Equal(t, http.StatusBadRequest, status, "%s", raw)
 	status, _ = e.as(member, "PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "deny_all", "excluded_tools": []string{"bash"}}, nil)
 	require.Equal(t, http.StatusOK, status)
 	refused("POST", base+"/"+s.ID+"/resume", map[string]any{"client_id": newClientID(), "mcp_servers": mcp})
