@@ -333,6 +333,9 @@ func TestOwnerOnlyWidening(t *testing.T) {
 	// The owner makes it allow_all; from then on its tools are the owner's.
 	e.must(http.StatusOK, "PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "allow_all"}, nil)
 	refused("PATCH", base+"/"+s.ID, map[string]any{"available_tools": []string{"bash"}})
+	// Emptying a list lifts its restriction: a change of the tools too.
+	refused("PATCH", base+"/"+s.ID, map[string]any{"excluded_tools": []string{}})
+	refused("PATCH", base+"/"+s.ID, map[string]any{"available_tools": []string{}})
 	refused("POST", base+"/"+s.ID+"/resume", map[string]any{"client_id": newClientID(), "tools": tools})
 	status, _ = e.as(member, "PATCH", base+"/"+s.ID, map[string]any{"title": "renamed"}, nil)
 	assert.Equal(t, http.StatusOK, status, "a title is no widening")

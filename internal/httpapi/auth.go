@@ -211,13 +211,22 @@ func (a *API) widening(r *http.Request, m routeMatch, action auth.Action) []auth
 	if given(req.MCPServers) && action != auth.SessionUpdate {
 		out = append(out, auth.MCPServers)
 	}
-	changesTools := given(req.Tools) || (action == auth.SessionUpdate && (given(req.AvailableTools) || given(req.ExcludedTools)))
+	// An empty list of available or excluded tools is a change too: it
+	// lifts the restriction (all tools, none excluded).
+	changesTools := given(req.Tools) || (action == auth.SessionUpdate && (present(req.AvailableTools) || present(req.ExcludedTools)))
 	if changesTools && action != auth.SessionCreate && a.allowAll(r.Context(), m.param("wid"), m.param("sid")) {
 		out = append(out, auth.AllowAllTools)
 	}
 	return out
 }
 
+// present reports whether a field was sent with a value (null is none).
+func present(raw json.RawMessage) bool {
+	s := string(bytes.TrimSpace(raw))
+	return s != "" && s != "null"
+}
+
+// given reports whether a field was sent with a value that is not empty.
 func given(raw json.RawMessage) bool {
 	s := string(bytes.TrimSpace(raw))
 	return s != "" && s != "null" && s != "{}" && s != "[]"
