@@ -470,6 +470,13 @@ func TestAuditLog(t *testing.T) {
 	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/audit?after=%d&limit=1000", page.Entries[2].ID), nil, &page)
 	require.Len(t, page.Entries, len(log.Entries)-3, "the rest (reading the log is not an audited action)")
 	assert.Equal(t, log.Entries[3:], page.Entries)
+	// A page is 1 to 1000 entries; a bound outside is refused, naming it.
+	for _, q := range []string{"limit=0", "limit=1001", "limit=-1", "after=-1", "limit=x", "limit=99999"} {
+		status, raw := e.refusedAs(testToken, "GET", "/v1/audit?"+q)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, raw)
+		assert.Equal(t, proto.CodeInvalidArgument, errorCode(t, raw), q)
+		assert.Contains(t, string(raw), strings.TrimPrefix(strings.TrimPrefix(q, "limit="), "after="), "the refusal names what was sent")
+	}
 }
 
 // A created secret is nowhere but in the answer that created it: not in the

@@ -355,15 +355,12 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageQuery(r)
-	if err == nil && r.URL.Query().Has("limit") && limit == 0 {
-		err = apierr.Invalid("limit must be between 1 and %d, got 0", auth.MaxAuditPage)
+	if err == nil && (r.URL.Query().Has("limit") && limit == 0 || limit > auth.MaxAuditPage) {
+		err = apierr.Invalid("limit must be between 1 and %d, got %d", auth.MaxAuditPage, limit)
 	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
-	}
-	if limit > auth.MaxAuditPage {
-		limit = auth.MaxAuditPage + 1 // refused by Audit, naming the bound
 	}
 	list, err := a.auth.Audit(r.Context(), after, int(limit))
 	a.Respond(w, r, http.StatusOK, proto.AuditLog{Entries: list}, err)
