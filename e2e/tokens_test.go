@@ -610,3 +610,41 @@ func TestAttribution(t *testing.T) {
 	presence = dataOf[proto.ClientPresence](watcher, proto.EventClientDetached)
 	assert.Equal(t, proto.ClientPresence{ClientID: aliceStream.ClientID, Clients: 1, Name: "alice"}, presence)
 }
+
+// Beyond its rate, a token's request is refused 429 and changes nothing,
+// while GET /v1/health and the token's open event stream go on: reading a
+// stream is not a request.
+func TestRateLimitSparesHealthAndOpenStreams(t *testing.T) {
+	// --rate 2: bursts of 10, for the owner token too.
+	e := startEnv(t, func(c *serverConfig) { c.Rate, c.RateSet = 2, true })
+	ws := e.createWorkspace()
+	sess := e.createSession(ws.ID, nil)
+	_, secret := e.person("rita", "member")
+	st := e.openStream(ws.ID, newClientID(), "", bearer(secret))
+	st.until(proto.EventStreamOpened)
+
+	base := "/v1/workspaces/" + ws.ID + "/sessions"
+	created := 0
+	for {
+		status, raw := e.as(secret, "POST", base, map[string]any{"title": "t"}, nil)
+		if status == http.StatusTooManyRequests {
+			assert.Equal(t, proto.CodeRateLimited, errorCode(t, raw))
+			break
+		}
+		require.Equal(t, http.StatusCreated, status, "%s", raw)
+		created++
+		require.Less(t, created, 40, "never limited")
+	}
+	var list proto.SessionList
+	e.must(http.StatusOK, "GET", base, nil, &list)
+	assert.Len(t, list.Sessions, 1+created, "the refused request changed nothing")
+
+	for range 20 {
+		resp, err := http.Get(e.ts.URL + "/v1/health")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	e.log(ws.ID, sess.ID, "still streaming", false)
+	st.until(proto.EventSessionLog)
+}
