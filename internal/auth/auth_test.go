@@ -123,6 +123,13 @@ func TestAuditEntryIsBounded(t *testing.T) {
 	s.Record(t.Context(), store.AuditEntry{ClientID: id, Detail: "short"})
 	assert.Equal(t, id, st.entries[2].ClientID, "a UUID is kept whole")
 	assert.Equal(t, "short", st.entries[2].Detail)
+
+	// A NUL or a byte that is not UTF-8 (a path's %00 or %ff, a JSON
+	// "\u0000") would make PostgreSQL refuse the entry: it is replaced.
+	s.RecordDenied(t.Context(), store.AuditEntry{ClientID: "a\x00b", Detail: "GET /v1/\x00\xff"})
+	last := st.entries[len(st.entries)-1]
+	assert.Equal(t, "a\uFFFDb", last.ClientID)
+	assert.Equal(t, "GET /v1/\uFFFD\uFFFD", last.Detail)
 }
 
 // memAudit is a store.Auth keeping the audit log in memory.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -466,8 +467,11 @@ const (
 	maxAuditDetail = 1024
 )
 
-// clip cuts s to at most n bytes, on a character boundary, saying so.
+// clip cuts s to at most n bytes, on a character boundary, saying so; a
+// NUL or a byte that is not UTF-8 becomes U+FFFD (PostgreSQL's text takes
+// neither, and would refuse the whole entry).
 func clip(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
