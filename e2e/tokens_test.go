@@ -313,10 +313,19 @@ func TestOwnerOnlyWidening(t *testing.T) {
 	}
 	refused("POST", base, map[string]any{"permission_mode": "allow_all"})
 	refused("POST", base, map[string]any{"mcp_servers": mcp})
+	// A body the role check cannot read is one the handler refuses too: a
+	// stray closing bracket after the object is no way around the check.
+	for _, tail := range []string{"}", "]"} {
+		status, raw := e.as(member, "POST", base, `{"permission_mode":"allow_all"}`+tail, nil)
+		require.Equal(t, http.StatusBadRequest, status, "%s", raw)
+		assert.Contains(t, string(raw), "invalid_json")
+	}
 	var s proto.Session
 	status, raw := e.as(member, "POST", base, map[string]any{"title": "mine", "permission_mode": "ask"}, &s)
 	require.Equal(t, http.StatusCreated, status, "%s", raw)
 	refused("PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "allow_all"})
+	status, raw = e.as(member, "PATCH", base+"/"+s.ID, `{"permission_mode":"allow_all"}}`, nil)
+	require.Equal(t, http.StatusBadRequest, status, "%s", raw)
 	status, _ = e.as(member, "PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "deny_all", "excluded_tools": []string{"bash"}}, nil)
 	require.Equal(t, http.StatusOK, status)
 	refused("POST", base+"/"+s.ID+"/resume", map[string]any{"client_id": newClientID(), "mcp_servers": mcp})
@@ -324,6 +333,9 @@ func TestOwnerOnlyWidening(t *testing.T) {
 	// The owner makes it allow_all; from then on its tools are the owner's.
 	e.must(http.StatusOK, "PATCH", base+"/"+s.ID, map[string]any{"permission_mode": "allow_all"}, nil)
 	refused("PATCH", base+"/"+s.ID, map[string]any{"available_tools": []string{"bash"}})
+	// Emptying a list lifts its restriction: a change of the tools too.
+	refused("PATCH", base+"/"+s.ID, map[string]any{"excluded_tools": []string{}})
+	refused("PATCH", base+"/"+s.ID, map[string]any{"available_tools": []string{}})
 	refused("POST", base+"/"+s.ID+"/resume", map[string]any{"client_id": newClientID(), "tools": tools})
 	status, _ = e.as(member, "PATCH", base+"/"+s.ID, map[string]any{"title": "renamed"}, nil)
 	assert.Equal(t, http.StatusOK, status, "a title is no widening")
@@ -458,6 +470,13 @@ func TestAuditLog(t *testing.T) {
 	e.must(http.StatusOK, "GET", fmt.Sprintf("/v1/audit?after=%d&limit=1000", page.Entries[2].ID), nil, &page)
 	require.Len(t, page.Entries, len(log.Entries)-3, "the rest (reading the log is not an audited action)")
 	assert.Equal(t, log.Entries[3:], page.Entries)
+	// A page is 1 to 1000 entries; a bound outside is refused, naming it.
+	for _, q := range []string{"limit=0", "limit=1001", "limit=-1", "after=-1", "limit=x", "limit=99999"} {
+		status, raw := e.refusedAs(testToken, "GET", "/v1/audit?"+q)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, raw)
+		assert.Equal(t, proto.CodeInvalidArgument, errorCode(t, raw), q)
+		assert.Contains(t, string(raw), strings.TrimPrefix(strings.TrimPrefix(q, "limit="), "after="), "the refusal names what was sent")
+	}
 }
 
 // A created secret is nowhere but in the answer that created it: not in the
@@ -590,4 +609,42 @@ func TestAttribution(t *testing.T) {
 	aliceStream.close()
 	presence = dataOf[proto.ClientPresence](watcher, proto.EventClientDetached)
 	assert.Equal(t, proto.ClientPresence{ClientID: aliceStream.ClientID, Clients: 1, Name: "alice"}, presence)
+}
+
+// Beyond its rate, a token's request is refused 429 and changes nothing,
+// while GET /v1/health and the token's open event stream go on: reading a
+// stream is not a request.
+func TestRateLimitSparesHealthAndOpenStreams(t *testing.T) {
+	// --rate 2: bursts of 10, for the owner token too.
+	e := startEnv(t, func(c *serverConfig) { c.Rate, c.RateSet = 2, true })
+	ws := e.createWorkspace()
+	sess := e.createSession(ws.ID, nil)
+	_, secret := e.person("rita", "member")
+	st := e.openStream(ws.ID, newClientID(), "", bearer(secret))
+	st.until(proto.EventStreamOpened)
+
+	base := "/v1/workspaces/" + ws.ID + "/sessions"
+	created := 0
+	for {
+		status, raw := e.as(secret, "POST", base, map[string]any{"title": "t"}, nil)
+		if status == http.StatusTooManyRequests {
+			assert.Equal(t, proto.CodeRateLimited, errorCode(t, raw))
+			break
+		}
+		require.Equal(t, http.StatusCreated, status, "%s", raw)
+		created++
+		require.Less(t, created, 40, "never limited")
+	}
+	var list proto.SessionList
+	e.must(http.StatusOK, "GET", base, nil, &list)
+	assert.Len(t, list.Sessions, 1+created, "the refused request changed nothing")
+
+	for range 20 {
+		resp, err := http.Get(e.ts.URL + "/v1/health")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	e.log(ws.ID, sess.ID, "still streaming", false)
+	st.until(proto.EventSessionLog)
 }

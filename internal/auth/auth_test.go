@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,6 +96,40 @@ func TestDeniedFloodIsBounded(t *testing.T) {
 	last := st.entries[len(st.entries)-1]
 	assert.Equal(t, "auth.denied", last.Action)
 	assert.Contains(t, last.Detail, "and 1 refusals before it, not kept")
+}
+
+// An audit entry's ids and detail come from requests, refused ones too:
+// what the log keeps of them is bounded, and still valid UTF-8.
+func TestAuditEntryIsBounded(t *testing.T) {
+	st := &memAudit{}
+	s := New(Config{Store: st, OwnerToken: "o"})
+	defer s.Close()
+	huge := strings.Repeat("é", 1<<19) // 1 MiB
+	s.Record(t.Context(), store.AuditEntry{Action: string(SessionCreate), ClientID: huge, WorkspaceID: huge,
+		SessionID: huge, RunID: huge, Detail: "POST /v1/x -> 400; " + huge})
+	s.RecordDenied(t.Context(), store.AuditEntry{Detail: "GET /v1/" + huge})
+	require.Len(t, st.entries, 2)
+	for _, e := range st.entries {
+		for _, f := range []string{e.ClientID, e.WorkspaceID, e.SessionID, e.RunID} {
+			assert.LessOrEqual(t, len(f), maxAuditID)
+			assert.True(t, utf8.ValidString(f))
+		}
+		assert.LessOrEqual(t, len(e.Detail), maxAuditDetail)
+		assert.True(t, utf8.ValidString(e.Detail))
+		assert.True(t, strings.HasSuffix(e.Detail, "..."), "it says it was cut")
+	}
+	assert.True(t, strings.HasPrefix(st.entries[0].Detail, "POST /v1/x -> 400; "))
+	id := "5f0c8a52-8f0e-4f55-9c1b-6f3e7a1d2b10"
+	s.Record(t.Context(), store.AuditEntry{ClientID: id, Detail: "short"})
+	assert.Equal(t, id, st.entries[2].ClientID, "a UUID is kept whole")
+	assert.Equal(t, "short", st.entries[2].Detail)
+
+	// A NUL or a byte that is not UTF-8 (a path's %00 or %ff, a JSON
+	// "\u0000") would make PostgreSQL refuse the entry: it is replaced.
+	s.RecordDenied(t.Context(), store.AuditEntry{ClientID: "a\x00b", Detail: "GET /v1/\x00\xff"})
+	last := st.entries[len(st.entries)-1]
+	assert.Equal(t, "a\uFFFDb", last.ClientID)
+	assert.Equal(t, "GET /v1/\uFFFD\uFFFD", last.Detail)
 }
 
 // memAudit is a store.Auth keeping the audit log in memory.

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
@@ -447,9 +449,38 @@ func (s *Service) Record(ctx context.Context, e store.AuditEntry) {
 	if e.Time.IsZero() {
 		e.Time = s.cfg.Now().UTC().Truncate(time.Microsecond)
 	}
+	// The ids come from requests' bodies and the detail names their paths,
+	// which are written here even when the request is refused: bounded, so
+	// that a token's requests cannot fill the store through the log.
+	e.ClientID, e.WorkspaceID = clip(e.ClientID, maxAuditID), clip(e.WorkspaceID, maxAuditID)
+	e.SessionID, e.RunID = clip(e.SessionID, maxAuditID), clip(e.RunID, maxAuditID)
+	e.Detail = clip(e.Detail, maxAuditDetail)
 	if _, err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.cfg.Logger.Warn("audit log", "action", e.Action, "err", err)
 	}
+}
+
+// Bounds of an audit entry's fields, in bytes: an id is a UUID (36), a
+// detail a line.
+const (
+	maxAuditID     = 64
+	maxAuditDetail = 1024
+)
+
+// clip cuts s to at most n bytes, on a character boundary, saying so; a
+// NUL or a byte that is not UTF-8 becomes U+FFFD (PostgreSQL's text takes
+// neither, and would refuse the whole entry).
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	const more = "..."
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 // Refusals the audit log keeps: a steady 10 a second, in bursts of 100;

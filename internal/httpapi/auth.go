@@ -211,13 +211,22 @@ func (a *API) widening(r *http.Request, m routeMatch, action auth.Action) []auth
 	if given(req.MCPServers) && action != auth.SessionUpdate {
 		out = append(out, auth.MCPServers)
 	}
-	changesTools := given(req.Tools) || (action == auth.SessionUpdate && (given(req.AvailableTools) || given(req.ExcludedTools)))
+	// An empty list of available or excluded tools is a change too: it
+	// lifts the restriction (all tools, none excluded).
+	changesTools := given(req.Tools) || (action == auth.SessionUpdate && (present(req.AvailableTools) || present(req.ExcludedTools)))
 	if changesTools && action != auth.SessionCreate && a.allowAll(r.Context(), m.param("wid"), m.param("sid")) {
 		out = append(out, auth.AllowAllTools)
 	}
 	return out
 }
 
+// present reports whether a field was sent with a value (null is none).
+func present(raw json.RawMessage) bool {
+	s := string(bytes.TrimSpace(raw))
+	return s != "" && s != "null"
+}
+
+// given reports whether a field was sent with a value that is not empty.
 func given(raw json.RawMessage) bool {
 	s := string(bytes.TrimSpace(raw))
 	return s != "" && s != "null" && s != "{}" && s != "[]"
@@ -346,15 +355,12 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageQuery(r)
-	if err == nil && r.URL.Query().Has("limit") && limit == 0 {
-		err = apierr.Invalid("limit must be between 1 and %d, got 0", auth.MaxAuditPage)
+	if err == nil && (r.URL.Query().Has("limit") && limit == 0 || limit > auth.MaxAuditPage) {
+		err = apierr.Invalid("limit must be between 1 and %d, got %d", auth.MaxAuditPage, limit)
 	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
-	}
-	if limit > auth.MaxAuditPage {
-		limit = auth.MaxAuditPage + 1 // refused by Audit, naming the bound
 	}
 	list, err := a.auth.Audit(r.Context(), after, int(limit))
 	a.Respond(w, r, http.StatusOK, proto.AuditLog{Entries: list}, err)

@@ -107,3 +107,30 @@ func FuzzAuthorizationHeader(f *testing.F) {
 		}
 	})
 }
+
+// Each route's role is the contract's (section 9), written here apart from
+// routeActions and auth's policy table, so that a wrong line in either
+// fails: viewers read (every GET but tokens and audit); owners delete,
+// manage tokens and read the audit log; members do the rest (open, create,
+// update, prompt, steer, cancel, compact, resume, log, switch models,
+// answer, fork, import, rewind).
+func TestRouteRolesAreTheContracts(t *testing.T) {
+	ownerOnly := map[string]bool{"GET /v1/tokens": true, "POST /v1/tokens": true, "GET /v1/audit": true}
+	for _, key := range servedRoutes(t) {
+		if publicRoutes[key] {
+			continue
+		}
+		method, _, _ := strings.Cut(key, " ")
+		want := auth.Member
+		switch {
+		case ownerOnly[key] || method == http.MethodDelete:
+			want = auth.Owner
+		case method == http.MethodGet:
+			want = auth.Viewer
+		}
+		act, ok := routeActions[key]
+		require.True(t, ok, key)
+		got, _ := auth.MinRole(act)
+		assert.Equal(t, want.String(), got.String(), "route %s (action %s)", key, act)
+	}
+}

@@ -108,7 +108,10 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
-	if dec.More() {
+	// Whatever follows the value is refused, a stray '}' or ']' too (which
+	// dec.More does not see): the role check reads bodies with
+	// json.Unmarshal, and a body the two read differently would slip past it.
+	if dec.InputOffset() != int64(len(body)) {
 		return apierr.Errorf(proto.CodeInvalidJSON, "body has data after the JSON value")
 	}
 	return nil
