@@ -87,8 +87,6 @@ type command struct {
 	After        int64  `json:"after,omitempty"`
 	Limit        int    `json:"limit,omitempty"`
 	CheckpointID string `json:"checkpoint_id,omitempty"`
-	// AllowAll is an import's permission to keep allow_all.
-	AllowAll bool `json:"allow_all,omitempty"`
 	// IDs are the workspaces of a views command.
 	IDs    []string       `json:"ids,omitempty"`
 	Caller *domain.Caller `json:"caller,omitempty"`
@@ -402,7 +400,7 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 	case opExport:
 		return d.Sessions.Export(ctx, ws, sid)
 	case opImport:
-		return with(c, func(doc proto.Export) (any, error) { return d.Sessions.Import(ctx, ws, doc, c.AllowAll) })
+		return with(c, func(doc proto.Export) (any, error) { return d.Sessions.Import(ctx, ws, doc) })
 	case opCheckpoints:
 		return d.Rewinds.Checkpoints(ctx, ws, sid)
 	case opCheckpointDiff:

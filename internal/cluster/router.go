@@ -180,9 +180,9 @@ func (r sessionRouter) Export(ctx context.Context, ws, sid string) (proto.Export
 	})
 }
 
-func (r sessionRouter) Import(ctx context.Context, ws string, doc proto.Export, allowAll bool) (proto.Session, error) {
-	return routed(ctx, r.n, command{Op: opImport, WorkspaceID: ws, AllowAll: allowAll}, doc, func() (proto.Session, error) {
-		return r.local().Import(ctx, ws, doc, allowAll)
+func (r sessionRouter) Import(ctx context.Context, ws string, doc proto.Export) (proto.Session, error) {
+	return routed(ctx, r.n, command{Op: opImport, WorkspaceID: ws}, doc, func() (proto.Session, error) {
+		return r.local().Import(ctx, ws, doc)
 	})
 }
 

@@ -71,9 +71,9 @@ type Sessions interface {
 	// Fork makes a session from a prefix of another's history.
 	Fork(ctx context.Context, workspaceID, sessionID string, req proto.ForkRequest) (proto.Session, error)
 	Export(ctx context.Context, workspaceID, sessionID string) (proto.Export, error)
-	// Import makes a session of an exported one; allowAll says whether the
-	// caller may give it permission_mode allow_all (else it asks).
-	Import(ctx context.Context, workspaceID string, doc proto.Export, allowAll bool) (proto.Session, error)
+	// Import makes a session of an exported one; only an owner's import
+	// (the caller's role) keeps permission_mode allow_all.
+	Import(ctx context.Context, workspaceID string, doc proto.Export) (proto.Session, error)
 }
 
 // Rewinds keeps a session's checkpoints and takes it back to one, files

@@ -97,11 +97,10 @@ func (s *Service) Export(ctx context.Context, wsID, sessionID string) (proto.Exp
 	}, nil
 }
 
-// Import makes a new session from an export document. allowAll says
-// whether the importer may make a session with permission_mode allow_all
-// (section 9: the owner role); otherwise such a document's session asks.
-// A document that is not valid creates nothing.
-func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export, allowAll bool) (proto.Session, error) {
+// Import makes a new session from an export document. Only an owner's
+// import keeps permission_mode allow_all (section 9); anyone else's asks,
+// as a fork does. A document that is not valid creates nothing.
+func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (proto.Session, error) {
 	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
 	if err != nil {
 		return proto.Session{}, err
@@ -124,7 +123,7 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export, all
 	if err := validMessages(doc.Messages); err != nil {
 		return proto.Session{}, err
 	}
-	if req.PermissionMode == "" || (req.PermissionMode == "allow_all" && !allowAll) {
+	if req.PermissionMode == "" || (req.PermissionMode == proto.PermissionModeAllowAll && !ownerCalls(ctx)) {
 		req.PermissionMode = "ask"
 	}
 	if err := s.defaultModel(ws, &req); err != nil {
