@@ -128,6 +128,9 @@ type Model struct {
 	loading bool
 	// early holds the session's events that came while its history loaded.
 	early []proto.Event
+	// stale says early overflowed and was dropped: the history being
+	// loaded may predate what was dropped, so it is loaded again.
+	stale bool
 
 	conn    string
 	clients int
@@ -297,7 +300,7 @@ func (m *Model) scroll(n int) {
 func (m Model) switchTo(s proto.Session) (tea.Model, tea.Cmd) {
 	m.sess = s
 	m.loading = true
-	m.early = nil
+	m.early, m.stale = nil, false
 	m.perms = nil
 	m.dlg = nil
 	m.rw = nil
@@ -362,6 +365,10 @@ func (m Model) loaded(msg loadedMsg) (tea.Model, tea.Cmd) {
 		}
 		sid := msg.sid
 		return m, tea.Tick(retryLoad, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
+	}
+	if m.loading && m.stale {
+		m.early, m.stale = nil, false
+		return m, m.load(msg.sid)
 	}
 	if m.loading {
 		m.tr.reset(msg.msgs)

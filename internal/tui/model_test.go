@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -484,4 +485,28 @@ func TestAFailedLoadIsRetriedAndWhoRunsComesFromTheHistory(t *testing.T) {
 	scr := d.screen()
 	assert.Contains(t, scr, "meanwhile", "the events that came during the load are applied after it")
 	assert.Contains(t, scr, "working ("+shortID(other)+")", "the active run's prompter, from the history")
+}
+
+// Events that come while a history loads wait for it, but no more than
+// maxEarly of them: past that they are dropped, and the history is loaded
+// again, since the one under way may have been read before them.
+func TestEventsWhileLoadingAreBoundedAndTheHistoryReloaded(t *testing.T) {
+	d := newDriver(t, 80, 24)
+	d.api.msgs[sid] = history()
+	// Ready, without running the load it starts: the load is under way.
+	next, cmd := d.m.Update(ReadyMsg{Workspace: proto.Workspace{ID: wsID, Path: "/home/ada/project"}, Session: session()})
+	d.m = next.(Model)
+	require.NotNil(t, cmd)
+	require.True(t, d.m.loading)
+	for i := range maxEarly + 50 {
+		d.event(proto.EventMessageDelta, sid, "r2", proto.MessageDelta{MessageID: "m9", Kind: "text", Text: " " + strconv.Itoa(i)})
+	}
+	assert.LessOrEqual(t, len(d.m.early), maxEarly, "the events kept while loading are bounded")
+	loadedBefore := cmd() // the load under way ends
+	loads := strings.Count(strings.Join(d.api.Calls(), "\n"), "Messages "+sid)
+	d.send(loadedBefore)
+	assert.Equal(t, loads+1, strings.Count(strings.Join(d.api.Calls(), "\n"), "Messages "+sid),
+		"the history is loaded again after events were dropped")
+	assert.False(t, d.m.loading)
+	assert.Contains(t, d.screen(), "and add a test please", "the history reloaded is shown")
 }
