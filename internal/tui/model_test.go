@@ -414,7 +414,9 @@ func TestOtherSessionsEventsAreNotShown(t *testing.T) {
 func TestEscapeSequencesNeverReachTheTerminal(t *testing.T) {
 	evil := "\x1b]0;PWNED\x07\x1b[2J\x1b[H\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\a\u009b31m\u202e"
 	for _, sz := range sizes {
-		d := newDriver(t, sz[0], sz[1])
+		// A file name is anyone's too: a model's write tool makes files.
+		files := fstest.MapFS{"\x1b]0;PWNED\x07\x1b[2J.txt": {Data: []byte("x")}}
+		d := newDriver(t, sz[0], sz[1], func(c *Config) { c.Files = files })
 		d.api.msgs[sid] = []proto.Message{
 			{ID: "m1", Role: proto.RoleUser, ClientID: evil, Parts: []proto.Part{{Type: proto.PartText, Text: evil}, {Type: proto.PartAttachment, DisplayName: evil}}},
 			{ID: "m2", Role: proto.RoleAssistant, Model: evil, Parts: []proto.Part{
@@ -439,6 +441,11 @@ func TestEscapeSequencesNeverReachTheTerminal(t *testing.T) {
 		d.keys("/sessions", "enter")
 		d.m.picker.list = []proto.Session{{ID: evil, Title: evil, Model: evil}}
 		d.screen()
+		d.keys("esc", "/fork", "enter")
+		require.NotNil(t, d.m.fk, "/fork's picker lists the prompts")
+		assert.Contains(t, d.screen(), "␛]0;PWNED␇", "a prompt in /fork's picker")
+		d.keys("esc", "@")
+		assert.Contains(t, d.screen(), "@␛]0;PWNED␇␛[2J.txt", "a file name completed after @")
 	}
 }
 
