@@ -269,6 +269,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.flash = msg.what
 		}
 		return m, nil
+	case quitCheckMsg:
+		if msg.busy {
+			m.confirm = true
+			return m, nil
+		}
+		m.quitting = true
+		return m, tea.Quit
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	case tea.MouseWheelMsg:

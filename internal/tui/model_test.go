@@ -119,6 +119,28 @@ func TestQuitWhileHostingARunAsksFirst(t *testing.T) {
 	assert.True(t, d.quit)
 }
 
+// The server this TUI hosts runs every session of the workspace: a run in
+// another one (another client's, or one left going before /new) is
+// stopped by quitting too, so it asks first for that as well.
+func TestQuitWhileHostingAsksWhenAnotherSessionRuns(t *testing.T) {
+	d := loaded(t, 80, 24, func(c *Config) { c.Hosting = true })
+	d.api.mu.Lock()
+	d.api.sessions = []proto.Session{session(), {ID: "sess-2", Busy: true}}
+	d.api.mu.Unlock()
+	d.keys("ctrl+c")
+	assert.False(t, d.quit)
+	assert.Contains(t, d.screen(), "Quit? y/n")
+	d.keys("y")
+	assert.True(t, d.quit)
+
+	idle := loaded(t, 80, 24, func(c *Config) { c.Hosting = true })
+	idle.api.mu.Lock()
+	idle.api.sessions = []proto.Session{session(), {ID: "sess-2"}}
+	idle.api.mu.Unlock()
+	idle.keys("ctrl+c")
+	assert.True(t, idle.quit, "with no run anywhere, it quits at once")
+}
+
 func TestQuitWithoutHostingLeavesTheRunGoing(t *testing.T) {
 	d := loaded(t, 80, 24)
 	d.event(proto.EventRunStarted, sid, "r9", map[string]any{})
