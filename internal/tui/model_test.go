@@ -453,13 +453,15 @@ func TestEscapeSequencesNeverReachTheTerminal(t *testing.T) {
 		d.keys("ctrl+o")
 		s := d.screen() // checks that only SGR sequences are drawn
 		assert.Contains(t, s, "␛]0;PWNED␇", "the sequence is shown, not obeyed")
-		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolName: evil, Kind: evil, Summary: evil,
+		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolCallID: "c", ToolName: evil, Kind: evil, Summary: evil,
 			Details: map[string]any{"diff": "+" + evil}})
 		d.screen()
 		d.send(ConnMsg{State: "connecting…", Err: errString(evil)})
 		d.keys("a")
 		d.event(proto.EventPermissionResolved, sid, "r", map[string]any{"request_id": "p", "result": evil, "resolved_by": evil, "resolved_by_name": evil, "feedback": evil})
+		d.keys("ctrl+home") // the tool block, whose state is now the answer's result
 		d.screen()
+		d.keys("ctrl+end")
 		d.keys("/sessions", "enter")
 		d.m.picker.list = []proto.Session{{ID: evil, Title: evil, Model: evil}}
 		d.screen()
