@@ -365,11 +365,9 @@ func (m Model) loaded(msg loadedMsg) (tea.Model, tea.Cmd) {
 		if !m.loading {
 			return m, nil
 		}
-		// The events meanwhile wait (a bounded number: the history
-		// fetched next holds what older ones said).
-		if len(m.early) > maxEarly {
-			m.early = nil
-		}
+		// The events meanwhile wait (at most maxEarly: see event). The
+		// history fetched next holds what any dropped ones said.
+		m.stale = false
 		sid := msg.sid
 		return m, tea.Tick(retryLoad, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
 	}
