@@ -71,7 +71,7 @@ func tuiCommand(args []string, env *cliEnv) int {
 	var held lockedBuffer
 	quiet := *env
 	quiet.stderr = &held
-	defer func() { _, _ = io.Copy(env.stderr, &held) }()
+	defer func() { _, _ = io.WriteString(env.stderr, held.String()) }()
 
 	ctx := context.Background()
 	var b *backend
@@ -132,16 +132,9 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) Read(p []byte) (int, error) {
+// String is what was written.
+func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.b.String()
-	if s == "" {
-		return 0, io.EOF
-	}
-	n := copy(p, s)
-	rest := s[n:]
-	l.b.Reset()
-	l.b.WriteString(rest)
-	return n, nil
+	return l.b.String()
 }

@@ -65,6 +65,11 @@ func (m Model) event(ev proto.Event) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	if m.loading {
+		if len(m.early) >= maxEarly {
+			// Too many to keep: a history loaded after them says what
+			// they said.
+			m.early, m.stale = nil, true
+		}
 		m.early = append(m.early, ev)
 		return m, nil
 	}

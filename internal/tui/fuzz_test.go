@@ -36,8 +36,12 @@ func FuzzViewOfUntrustedText(f *testing.F) {
 		d.event(proto.EventMessageDelta, sid, "r", proto.MessageDelta{MessageID: "m", Kind: "text", Text: s})
 		d.keys("ctrl+o")
 		d.screen()
-		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolName: s, Kind: s, Summary: s,
+		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolCallID: "c", ToolName: s, Kind: s, Summary: s,
 			Details: map[string]any{"diff": s}})
+		d.screen()
+		// The answer's result becomes the tool block's state.
+		d.event(proto.EventPermissionResolved, sid, "r", map[string]any{"request_id": "p", "result": s, "resolved_by": s, "resolved_by_name": s, "feedback": s})
+		d.keys("ctrl+home")
 		d.screen()
 
 		// /rewind's picker: the prompt, the file names and changes, the

@@ -124,9 +124,28 @@ func (m Model) quit() (tea.Model, tea.Cmd) {
 		m.confirm = true
 		return m, nil
 	}
+	if m.cfg.Hosting && m.ws.ID != "" {
+		// The server stops with this TUI, and with it the runs of every
+		// session of the workspace, not only the one on screen.
+		api, ws := m.cfg.API, m.ws.ID
+		return m, func() tea.Msg {
+			ctx, cancel := contextWithTimeout()
+			defer cancel()
+			list, err := api.ListSessions(ctx, ws)
+			busy := err != nil // unknown: ask
+			for _, s := range list {
+				busy = busy || s.Busy
+			}
+			return quitCheckMsg{busy: busy}
+		}
+	}
 	m.quitting = true
 	return m, tea.Quit
 }
+
+// quitCheckMsg says whether a run goes on in a session of the workspace
+// when a hosting TUI is asked to quit.
+type quitCheckMsg struct{ busy bool }
 
 // submit runs the input: a command, or a prompt.
 func (m Model) submit() (tea.Model, tea.Cmd) {

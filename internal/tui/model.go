@@ -128,6 +128,9 @@ type Model struct {
 	loading bool
 	// early holds the session's events that came while its history loaded.
 	early []proto.Event
+	// stale says early overflowed and was dropped: the history being
+	// loaded may predate what was dropped, so it is loaded again.
+	stale bool
 
 	conn    string
 	clients int
@@ -266,6 +269,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.flash = msg.what
 		}
 		return m, nil
+	case quitCheckMsg:
+		if msg.busy {
+			m.confirm = true
+			return m, nil
+		}
+		m.quitting = true
+		return m, tea.Quit
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	case tea.MouseWheelMsg:
@@ -297,7 +307,7 @@ func (m *Model) scroll(n int) {
 func (m Model) switchTo(s proto.Session) (tea.Model, tea.Cmd) {
 	m.sess = s
 	m.loading = true
-	m.early = nil
+	m.early, m.stale = nil, false
 	m.perms = nil
 	m.dlg = nil
 	m.rw = nil
@@ -355,13 +365,15 @@ func (m Model) loaded(msg loadedMsg) (tea.Model, tea.Cmd) {
 		if !m.loading {
 			return m, nil
 		}
-		// The events meanwhile wait (a bounded number: the history
-		// fetched next holds what older ones said).
-		if len(m.early) > maxEarly {
-			m.early = nil
-		}
+		// The events meanwhile wait (at most maxEarly: see event). The
+		// history fetched next holds what any dropped ones said.
+		m.stale = false
 		sid := msg.sid
 		return m, tea.Tick(retryLoad, func(time.Time) tea.Msg { return retryLoadMsg{sid: sid} })
+	}
+	if m.loading && m.stale {
+		m.early, m.stale = nil, false
+		return m, m.load(msg.sid)
 	}
 	if m.loading {
 		m.tr.reset(msg.msgs)

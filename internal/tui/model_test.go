@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -116,6 +117,28 @@ func TestQuitWhileHostingARunAsksFirst(t *testing.T) {
 	assert.False(t, d.quit)
 	d.keys("y")
 	assert.True(t, d.quit)
+}
+
+// The server this TUI hosts runs every session of the workspace: a run in
+// another one (another client's, or one left going before /new) is
+// stopped by quitting too, so it asks first for that as well.
+func TestQuitWhileHostingAsksWhenAnotherSessionRuns(t *testing.T) {
+	d := loaded(t, 80, 24, func(c *Config) { c.Hosting = true })
+	d.api.mu.Lock()
+	d.api.sessions = []proto.Session{session(), {ID: "sess-2", Busy: true}}
+	d.api.mu.Unlock()
+	d.keys("ctrl+c")
+	assert.False(t, d.quit)
+	assert.Contains(t, d.screen(), "Quit? y/n")
+	d.keys("y")
+	assert.True(t, d.quit)
+
+	idle := loaded(t, 80, 24, func(c *Config) { c.Hosting = true })
+	idle.api.mu.Lock()
+	idle.api.sessions = []proto.Session{session(), {ID: "sess-2"}}
+	idle.api.mu.Unlock()
+	idle.keys("ctrl+c")
+	assert.True(t, idle.quit, "with no run anywhere, it quits at once")
 }
 
 func TestQuitWithoutHostingLeavesTheRunGoing(t *testing.T) {
@@ -413,7 +436,9 @@ func TestOtherSessionsEventsAreNotShown(t *testing.T) {
 func TestEscapeSequencesNeverReachTheTerminal(t *testing.T) {
 	evil := "\x1b]0;PWNED\x07\x1b[2J\x1b[H\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\a\u009b31m\u202e"
 	for _, sz := range sizes {
-		d := newDriver(t, sz[0], sz[1])
+		// A file name is anyone's too: a model's write tool makes files.
+		files := fstest.MapFS{"\x1b]0;PWNED\x07\x1b[2J.txt": {Data: []byte("x")}}
+		d := newDriver(t, sz[0], sz[1], func(c *Config) { c.Files = files })
 		d.api.msgs[sid] = []proto.Message{
 			{ID: "m1", Role: proto.RoleUser, ClientID: evil, Parts: []proto.Part{{Type: proto.PartText, Text: evil}, {Type: proto.PartAttachment, DisplayName: evil}}},
 			{ID: "m2", Role: proto.RoleAssistant, Model: evil, Parts: []proto.Part{
@@ -428,16 +453,23 @@ func TestEscapeSequencesNeverReachTheTerminal(t *testing.T) {
 		d.keys("ctrl+o")
 		s := d.screen() // checks that only SGR sequences are drawn
 		assert.Contains(t, s, "␛]0;PWNED␇", "the sequence is shown, not obeyed")
-		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolName: evil, Kind: evil, Summary: evil,
+		d.event(proto.EventPermissionRequested, sid, "r", proto.PermissionRequest{RequestID: "p", SessionID: sid, ToolCallID: "c", ToolName: evil, Kind: evil, Summary: evil,
 			Details: map[string]any{"diff": "+" + evil}})
 		d.screen()
 		d.send(ConnMsg{State: "connecting…", Err: errString(evil)})
 		d.keys("a")
 		d.event(proto.EventPermissionResolved, sid, "r", map[string]any{"request_id": "p", "result": evil, "resolved_by": evil, "resolved_by_name": evil, "feedback": evil})
+		d.keys("ctrl+home") // the tool block, whose state is now the answer's result
 		d.screen()
+		d.keys("ctrl+end")
 		d.keys("/sessions", "enter")
 		d.m.picker.list = []proto.Session{{ID: evil, Title: evil, Model: evil}}
 		d.screen()
+		d.keys("esc", "/fork", "enter")
+		require.NotNil(t, d.m.fk, "/fork's picker lists the prompts")
+		assert.Contains(t, d.screen(), "␛]0;PWNED␇", "a prompt in /fork's picker")
+		d.keys("esc", "@")
+		assert.Contains(t, d.screen(), "@␛]0;PWNED␇␛[2J.txt", "a file name completed after @")
 	}
 }
 
@@ -484,4 +516,28 @@ func TestAFailedLoadIsRetriedAndWhoRunsComesFromTheHistory(t *testing.T) {
 	scr := d.screen()
 	assert.Contains(t, scr, "meanwhile", "the events that came during the load are applied after it")
 	assert.Contains(t, scr, "working ("+shortID(other)+")", "the active run's prompter, from the history")
+}
+
+// Events that come while a history loads wait for it, but no more than
+// maxEarly of them: past that they are dropped, and the history is loaded
+// again, since the one under way may have been read before them.
+func TestEventsWhileLoadingAreBoundedAndTheHistoryReloaded(t *testing.T) {
+	d := newDriver(t, 80, 24)
+	d.api.msgs[sid] = history()
+	// Ready, without running the load it starts: the load is under way.
+	next, cmd := d.m.Update(ReadyMsg{Workspace: proto.Workspace{ID: wsID, Path: "/home/ada/project"}, Session: session()})
+	d.m = next.(Model)
+	require.NotNil(t, cmd)
+	require.True(t, d.m.loading)
+	for i := range maxEarly + 50 {
+		d.event(proto.EventMessageDelta, sid, "r2", proto.MessageDelta{MessageID: "m9", Kind: "text", Text: " " + strconv.Itoa(i)})
+	}
+	assert.LessOrEqual(t, len(d.m.early), maxEarly, "the events kept while loading are bounded")
+	loadedBefore := cmd() // the load under way ends
+	loads := strings.Count(strings.Join(d.api.Calls(), "\n"), "Messages "+sid)
+	d.send(loadedBefore)
+	assert.Equal(t, loads+1, strings.Count(strings.Join(d.api.Calls(), "\n"), "Messages "+sid),
+		"the history is loaded again after events were dropped")
+	assert.False(t, d.m.loading)
+	assert.Contains(t, d.screen(), "and add a test please", "the history reloaded is shown")
 }

@@ -416,10 +416,12 @@ func (t *transcript) renderTool(p proto.Part, width int, st styles) string {
 	ts := t.tools[p.ID]
 	state := "requested"
 	if ts != nil && ts.state != "" {
-		state = ts.state
+		// permission.resolved's result becomes the state: the server's
+		// text, not ours.
+		state = SanitizeLine(ts.state)
 	}
 	head := fmt.Sprintf("⚙ %s %s", SanitizeLine(p.Name), SanitizeLine(shortArgs(p.Arguments)))
-	head = ansi.Truncate(head, max(10, width-len(state)-4), "…") + " [" + state + "]"
+	head = ansi.Truncate(head, max(10, width-ansi.StringWidth(state)-4), "…") + " [" + state + "]"
 	lines := []string{st.toolHead.Render(head)}
 	diff := argsDiff(p)
 	if ts != nil && ts.diff != "" {
