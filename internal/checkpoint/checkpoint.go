@@ -37,6 +37,11 @@ import (
 // it lost the workspace.
 var ErrNotHere = errors.New("the checkpoint's files are not on this node")
 
+// ErrTooBig is wrapped by the error of a snapshot of a workspace whose
+// walk stopped at its bounds (too many entries, too deep): no checkpoint
+// is taken of what would be only a part of it.
+var ErrTooBig = errors.New("the workspace is too big to record whole (too many entries or too deep)")
+
 // MaxFileSize bounds the files a checkpoint records; a bigger one is left
 // out of it (and so never touched by a rewind).
 const MaxFileSize = 64 << 20
@@ -118,7 +123,7 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	defer r.mu.Unlock()
 	files := make(map[string]entry)
 	seen := make(map[string]bool)
-	_, err := r.env.WalkFiles(ctx, func(f tools.File) error {
+	truncated, err := r.env.WalkFiles(ctx, func(f tools.File) error {
 		e, ok, err := r.file(f)
 		if err != nil {
 			return err
@@ -131,6 +136,12 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	})
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", r.env.Root, err)
+	}
+	if truncated {
+		// A part of the tree would be missing, and which part can change
+		// from one walk to the next: a rewind would then remove files that
+		// were there all along as added since.
+		return "", fmt.Errorf("snapshot %s: %w", r.env.Root, ErrTooBig)
 	}
 	for p := range r.stats {
 		if !seen[p] {

@@ -2,9 +2,11 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -272,4 +274,16 @@ func BenchmarkSnapshot100MB(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(float64(dirSize(data))/(1<<20), "repo-MiB")
+}
+
+// A workspace the walk sees only part of (here: deeper than the walk
+// goes) is not recorded: a later walk may see another part, and a rewind
+// would remove as added the files the checkpoint missed.
+func TestSnapshotRefusesAPartialWalk(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, ws, "a.txt", "a\n")
+	writeFile(t, ws, strings.Repeat("d/", 300)+"deep.txt", "deep\n")
+	if _, err := newRepo(t, ws).Snapshot(context.Background()); !errors.Is(err, ErrTooBig) {
+		t.Fatalf("snapshot of a partial walk: err = %v, want ErrTooBig", err)
+	}
 }
