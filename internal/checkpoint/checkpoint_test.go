@@ -287,3 +287,39 @@ func TestSnapshotRefusesAPartialWalk(t *testing.T) {
 		t.Fatalf("snapshot of a partial walk: err = %v, want ErrTooBig", err)
 	}
 }
+
+// A directory swapped for a symlink to elsewhere between the snapshot of
+// the files now and the restore (while the rewind runs) leads nowhere:
+// the restore neither removes nor writes a file where the link points.
+func TestRestoreConfinedWhenSwappedMidway(t *testing.T) {
+	ctx := context.Background()
+	ws, outside := t.TempDir(), t.TempDir()
+	writeFile(t, ws, "dir/b.txt", "bee\n")
+	writeFile(t, outside, "a_new.txt", "outside's own\n")
+	r := newRepo(t, ws)
+	before, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ws, "dir/a_new.txt", "added\n")
+	writeFile(t, ws, "dir/b.txt", "BEE\n")
+	now, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "dir"), filepath.Join(ws, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "dir")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Restore(ctx, before, now)
+	t.Logf("restore: %v", err)
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 || ents[0].Name() != "a_new.txt" {
+		t.Errorf("the restore wrote or removed where the link points: %v", ents)
+	}
+	if got, _ := os.ReadFile(filepath.Join(outside, "a_new.txt")); string(got) != "outside's own\n" {
+		t.Errorf("outside's file = %q", got)
+	}
+}
