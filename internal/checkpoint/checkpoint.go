@@ -369,7 +369,9 @@ func (r *Repo) changes(from, to string) (a, b map[string]entry, out []proto.File
 }
 
 // Diff is Changes with the unified diff of them, cut as event data is.
-func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
+// It stops with ctx's error when ctx ends: each file's diff is bounded,
+// but a diff of many changed files reads each of them.
+func (r *Repo) Diff(ctx context.Context, from, to string) ([]proto.FileChange, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a, b, changes, err := r.changes(from, to)
@@ -378,6 +380,9 @@ func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
 	}
 	var out strings.Builder
 	for _, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
 		before, err := r.content(a, c.Path)
 		if err != nil {
 			return nil, "", err

@@ -63,7 +63,7 @@ func TestRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, diff, err := r.Diff(before, now)
+	files, diff, err := r.Diff(ctx, before, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,11 @@ func TestRestore(t *testing.T) {
 	}
 	if fmt.Sprint(files) != fmt.Sprint(want) {
 		t.Fatalf("changes = %v, want %v", files, want)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := r.Diff(canceled, before, now); !errors.Is(err, context.Canceled) {
+		t.Errorf("diff with its context canceled: err = %v, want context.Canceled", err)
 	}
 	if !strings.Contains(diff, "-two") || !strings.Contains(diff, "+TWO") || !strings.Contains(diff, "+dee") {
 		t.Fatalf("diff misses lines:\n%s", diff)
