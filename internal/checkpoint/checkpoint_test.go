@@ -25,6 +25,16 @@ func writeFile(t testing.TB, root, rel, content string) {
 	}
 }
 
+// snapshot is r.Snapshot, failing the test on an error.
+func snapshot(t *testing.T, r *Repo) string {
+	t.Helper()
+	c, err := r.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func newRepo(t testing.TB, ws string) *Repo {
 	t.Helper()
 	r, err := NewManager(t.TempDir()).Repo("ws", ws)
@@ -45,10 +55,7 @@ func TestRestore(t *testing.T) {
 	writeFile(t, ws, "gone/c.txt", "sea\n")
 	writeFile(t, ws, "build/out.bin", "old build")
 	r := newRepo(t, ws)
-	before, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := snapshot(t, r)
 	writeFile(t, ws, "a.txt", "one\nTWO\n")
 	if err := os.RemoveAll(filepath.Join(ws, "gone")); err != nil {
 		t.Fatal(err)
@@ -59,10 +66,7 @@ func TestRestore(t *testing.T) {
 	if err := os.Chmod(filepath.Join(ws, "dir/b.txt"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	now, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := snapshot(t, r)
 	files, diff, err := r.Diff(ctx, before, now)
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +103,7 @@ func TestRestore(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(ws, "dir/b.txt")); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("dir/b.txt mode = %v, %v; want 0644", fi.Mode(), err)
 	}
-	after, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := snapshot(t, r)
 	if left, err := r.Changes(before, after); err != nil || len(left) != 0 {
 		t.Fatalf("after the restore %v differ (%v)", left, err)
 	}
@@ -111,19 +112,12 @@ func TestRestore(t *testing.T) {
 // A file changed in place with its size kept is seen, even right after a
 // snapshot hashed it (the stat cache does not vouch for recent files).
 func TestSameSizeChange(t *testing.T) {
-	ctx := context.Background()
 	ws := t.TempDir()
 	writeFile(t, ws, "f", "aaaa")
 	r := newRepo(t, ws)
-	a, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := snapshot(t, r)
 	writeFile(t, ws, "f", "bbbb")
-	b, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := snapshot(t, r)
 	if c, _ := r.Changes(a, b); len(c) != 1 {
 		t.Fatalf("changes = %v, want f modified", c)
 	}
@@ -213,20 +207,14 @@ func TestRestoreConfinedAcrossASwappedDirectory(t *testing.T) {
 	writeFile(t, ws, "dir/b.txt", "bee\n")
 	writeFile(t, outside, "keep.txt", "outside\n")
 	r := newRepo(t, ws)
-	before, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := snapshot(t, r)
 	if err := os.RemoveAll(filepath.Join(ws, "dir")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(ws, "dir")); err != nil {
 		t.Fatal(err)
 	}
-	now, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := snapshot(t, r)
 	if _, err := r.Restore(ctx, before, now); err != nil {
 		t.Fatal(err)
 	}
@@ -282,23 +270,17 @@ func TestRestoreConfinedWhenSwappedMidway(t *testing.T) {
 	writeFile(t, ws, "dir/b.txt", "bee\n")
 	writeFile(t, outside, "a_new.txt", "outside's own\n")
 	r := newRepo(t, ws)
-	before, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := snapshot(t, r)
 	writeFile(t, ws, "dir/a_new.txt", "added\n")
 	writeFile(t, ws, "dir/b.txt", "BEE\n")
-	now, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := snapshot(t, r)
 	if err := os.Rename(filepath.Join(ws, "dir"), filepath.Join(ws, "moved")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(ws, "dir")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.Restore(ctx, before, now)
+	_, err := r.Restore(ctx, before, now)
 	t.Logf("restore: %v", err)
 	ents, _ := os.ReadDir(outside)
 	if len(ents) != 1 || ents[0].Name() != "a_new.txt" {
