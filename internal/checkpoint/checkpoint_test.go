@@ -290,3 +290,52 @@ func TestRestoreConfinedWhenSwappedMidway(t *testing.T) {
 		t.Errorf("outside's file = %q", got)
 	}
 }
+
+// A file too big to record is noted as there: once it shrinks, a rewind
+// does not take it for one added since and remove it.
+func TestRestoreKeepsAFileTooBigToRecord(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	writeFile(t, ws, "big.dat", "")
+	if err := os.Truncate(filepath.Join(ws, "big.dat"), MaxFileSize+1); err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t, ws)
+	before := snapshot(t, r)
+	writeFile(t, ws, "big.dat", "small now\n")
+	writeFile(t, ws, "new.txt", "new\n")
+	now := snapshot(t, r)
+	changes, diff, err := r.Diff(ctx, before, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []proto.FileChange{{Path: "new.txt", Change: proto.ChangeAdded}}; fmt.Sprint(changes) != fmt.Sprint(want) {
+		t.Fatalf("changes = %v, want %v (diff %q)", changes, want, diff)
+	}
+	if _, err := r.Restore(ctx, before, now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "big.dat")); err != nil || string(got) != "small now\n" {
+		t.Errorf("big.dat = %q, %v; want it left as it is", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("new.txt is still there: %v", err)
+	}
+	// Recorded small, then grown too big: a change the diff cannot show,
+	// and a rewind puts the small one back.
+	small := snapshot(t, r)
+	if err := os.Truncate(filepath.Join(ws, "big.dat"), MaxFileSize+1); err != nil {
+		t.Fatal(err)
+	}
+	grown := snapshot(t, r)
+	changes, diff, err = r.Diff(ctx, small, grown)
+	if err != nil || fmt.Sprint(changes) != fmt.Sprint([]proto.FileChange{{Path: "big.dat", Change: proto.ChangeModified}}) || !strings.Contains(diff, "too big") {
+		t.Fatalf("changes = %v, diff %q, %v; want big.dat modified, too big to show", changes, diff, err)
+	}
+	if _, err := r.Restore(ctx, small, grown); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "big.dat")); err != nil || string(got) != "small now\n" {
+		t.Errorf("big.dat = %d bytes, %v; want the small one back", len(got), err)
+	}
+}
