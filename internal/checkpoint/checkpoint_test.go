@@ -339,3 +339,24 @@ func TestRestoreKeepsAFileTooBigToRecord(t *testing.T) {
 		t.Errorf("big.dat = %d bytes, %v; want the small one back", len(got), err)
 	}
 }
+
+// A file that became a directory since is a file again: what was added
+// inside it goes first, then the file comes back in its place.
+func TestRestoreFileTurnedDirectory(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	writeFile(t, ws, "x", "file\n")
+	r := newRepo(t, ws)
+	before := snapshot(t, r)
+	if err := os.Remove(filepath.Join(ws, "x")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ws, "x/y", "inside\n")
+	now := snapshot(t, r)
+	if _, err := r.Restore(ctx, before, now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "x")); err != nil || string(got) != "file\n" {
+		t.Errorf("x = %q, %v; want the file back", got, err)
+	}
+}
