@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -394,6 +396,10 @@ func TestForkExportImport(t *testing.T) {
 		map[string]any{"format": proto.ExportFormat, "session": doc.Session, "settings": doc.Settings,
 			"messages": []any{map[string]any{"id": uuid.NewString(), "session_id": sess.ID, "role": "wizard", "parts": []any{}, "created_at": doc.Messages[0].CreatedAt, "updated_at": doc.Messages[0].UpdatedAt}}},
 		"not a document",
+		// The source's id becomes imported_from, shown in every listing.
+		map[string]any{"format": proto.ExportFormat, "session": map[string]any{"id": strings.Repeat("x", 300)}, "settings": doc.Settings, "messages": doc.Messages},
+		// One message more than an import may hold.
+		map[string]any{"format": proto.ExportFormat, "session": doc.Session, "settings": doc.Settings, "messages": tooManyMessages()},
 	}
 	for i, b := range bad {
 		status, raw := e2.do("POST", "/v1/workspaces/"+ws2.ID+"/sessions/import", b, nil)
@@ -465,4 +471,13 @@ func TestRewoundLeftOutOfModelContext(t *testing.T) {
 	assert.Contains(t, last, "remember alpha")
 	assert.Contains(t, last, "and now charlie")
 	assert.NotContains(t, last, "bravo", "the rewound run is not in the model's context")
+}
+
+// tooManyMessages is a history one message longer than an import takes.
+func tooManyMessages() []any {
+	msgs := make([]any, session.MaxImportMessages+1)
+	for i := range msgs {
+		msgs[i] = map[string]any{"role": "user", "parts": []any{}}
+	}
+	return msgs
 }

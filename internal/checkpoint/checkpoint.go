@@ -37,8 +37,13 @@ import (
 // it lost the workspace.
 var ErrNotHere = errors.New("the checkpoint's files are not on this node")
 
-// MaxFileSize bounds the files a checkpoint records; a bigger one is left
-// out of it (and so never touched by a rewind).
+// ErrTooBig is wrapped by the error of a snapshot of a workspace whose
+// walk stopped at its bounds (too many entries, too deep): no checkpoint
+// is taken of what would be only a part of it.
+var ErrTooBig = errors.New("the workspace is too big to record whole (too many entries or too deep)")
+
+// MaxFileSize bounds the files a checkpoint records; a bigger one is
+// noted as there, unrecorded, and a rewind to it leaves it as it is.
 const MaxFileSize = 64 << 20
 
 // racyWindow is how recent a file's modification time may be for the
@@ -118,7 +123,7 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	defer r.mu.Unlock()
 	files := make(map[string]entry)
 	seen := make(map[string]bool)
-	_, err := r.env.WalkFiles(ctx, func(f tools.File) error {
+	truncated, err := r.env.WalkFiles(ctx, func(f tools.File) error {
 		e, ok, err := r.file(f)
 		if err != nil {
 			return err
@@ -131,6 +136,12 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	})
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", r.env.Root, err)
+	}
+	if truncated {
+		// A part of the tree would be missing, and which part can change
+		// from one walk to the next: a rewind would then remove files that
+		// were there all along as added since.
+		return "", fmt.Errorf("snapshot %s: %w", r.env.Root, ErrTooBig)
 	}
 	for p := range r.stats {
 		if !seen[p] {
@@ -158,8 +169,15 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	return h.String(), nil
 }
 
+// unrecorded stands in a snapshot for a file that is there but whose
+// content it does not hold (too big, unreadable): a gitlink, whose hash
+// names nothing in the repository. A rewind leaves such a file as it
+// finds it; were it left out instead, it would look added since, and be
+// removed.
+var unrecorded = entry{mode: filemode.Submodule}
+
 // file hashes one file, from the stat cache when it can vouch for it;
-// ok is false for a file left out (gone, too big, not a file any more).
+// ok is false for a file left out (gone, not a file any more).
 func (r *Repo) file(f tools.File) (entry, bool, error) {
 	fi, err := f.Dir.Lstat(f.Name)
 	if err != nil {
@@ -177,7 +195,7 @@ func (r *Repo) file(f tools.File) (entry, bool, error) {
 		return entry{}, false, nil
 	}
 	if fi.Size() > MaxFileSize {
-		return entry{}, false, nil
+		return unrecorded, true, nil
 	}
 	now := time.Now().UnixNano()
 	mtime := fi.ModTime().UnixNano()
@@ -193,8 +211,11 @@ func (r *Repo) file(f tools.File) (entry, bool, error) {
 		data = []byte(target)
 	} else {
 		fh, err := f.Dir.OpenFile(f.Name, os.O_RDONLY|tools.OpenNonblock, 0)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			return entry{}, false, nil
+		}
+		if err != nil {
+			return unrecorded, true, nil
 		}
 		if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
 			fh.Close()
@@ -203,7 +224,7 @@ func (r *Repo) file(f tools.File) (entry, bool, error) {
 		data, err = io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
 		fh.Close()
 		if err != nil || len(data) > MaxFileSize {
-			return entry{}, false, nil
+			return unrecorded, true, nil
 		}
 	}
 	h, err := r.write(plumbing.BlobObject, data)
@@ -342,6 +363,8 @@ func (r *Repo) changes(from, to string) (a, b map[string]entry, out []proto.File
 	for p, ea := range a {
 		eb, ok := b[p]
 		switch {
+		case ea == unrecorded:
+			// Not known then: nothing to put back, nor to compare with.
 		case !ok:
 			out = append(out, proto.FileChange{Path: p, Change: proto.ChangeDeleted})
 		case eb != ea:
@@ -358,7 +381,9 @@ func (r *Repo) changes(from, to string) (a, b map[string]entry, out []proto.File
 }
 
 // Diff is Changes with the unified diff of them, cut as event data is.
-func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
+// It stops with ctx's error when ctx ends: each file's diff is bounded,
+// but a diff of many changed files reads each of them.
+func (r *Repo) Diff(ctx context.Context, from, to string) ([]proto.FileChange, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a, b, changes, err := r.changes(from, to)
@@ -367,6 +392,9 @@ func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
 	}
 	var out strings.Builder
 	for _, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
 		before, err := r.content(a, c.Path)
 		if err != nil {
 			return nil, "", err
@@ -374,6 +402,10 @@ func (r *Repo) Diff(from, to string) ([]proto.FileChange, string, error) {
 		after, err := r.content(b, c.Path)
 		if err != nil {
 			return nil, "", err
+		}
+		if a[c.Path] == unrecorded || b[c.Path] == unrecorded {
+			fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n(too big or unreadable to show)\n", c.Path, c.Path)
+			continue
 		}
 		if isBinary(before) || isBinary(after) {
 			fmt.Fprintf(&out, "Binary files a/%s and b/%s differ\n", c.Path, c.Path)
@@ -400,7 +432,7 @@ func isBinary(s string) bool { return strings.IndexByte(s[:min(len(s), 8000)], 0
 // content is the content of the file at p in files, "" when absent.
 func (r *Repo) content(files map[string]entry, p string) (string, error) {
 	e, ok := files[p]
-	if !ok {
+	if !ok || e == unrecorded {
 		return "", nil
 	}
 	data, err := r.blob(e.hash)

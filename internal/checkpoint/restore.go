@@ -40,24 +40,21 @@ func (r *Repo) Restore(ctx context.Context, to, now string) ([]proto.FileChange,
 			dirs[d] = true
 		}
 	}
+	// What was added goes first, with the directories that leaves empty:
+	// a file that became a directory since needs its place back.
 	var emptied []string
 	for _, c := range changes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rel := filepath.FromSlash(c.Path)
-		if c.Change == proto.ChangeAdded {
-			if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("restore %s: %w", c.Path, err)
-			}
-			for d := path.Dir(c.Path); d != "." && !dirs[d]; d = path.Dir(d) {
-				emptied = append(emptied, d)
-			}
-			delete(r.stats, c.Path)
+		if c.Change != proto.ChangeAdded {
 			continue
 		}
-		if err := r.put(root, c.Path, then[c.Path]); err != nil {
-			return nil, err
+		if err := root.Remove(filepath.FromSlash(c.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("restore %s: %w", c.Path, err)
+		}
+		for d := path.Dir(c.Path); d != "." && !dirs[d]; d = path.Dir(d) {
+			emptied = append(emptied, d)
 		}
 		delete(r.stats, c.Path)
 	}
@@ -66,6 +63,18 @@ func (r *Repo) Restore(ctx context.Context, to, now string) ([]proto.FileChange,
 	sort.Slice(emptied, func(i, j int) bool { return len(emptied[i]) > len(emptied[j]) })
 	for _, d := range emptied {
 		_ = root.Remove(filepath.FromSlash(d))
+	}
+	for _, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if c.Change == proto.ChangeAdded {
+			continue
+		}
+		if err := r.put(root, c.Path, then[c.Path]); err != nil {
+			return nil, err
+		}
+		delete(r.stats, c.Path)
 	}
 	return changes, nil
 }

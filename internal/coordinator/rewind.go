@@ -174,7 +174,7 @@ func (c *Coordinator) CheckpointDiff(ctx context.Context, wsID, sessionID, check
 	if err != nil {
 		return proto.CheckpointDiff{}, err
 	}
-	files, diff, err := repo.Diff(ck.Commit, now)
+	files, diff, err := repo.Diff(ctx, ck.Commit, now)
 	if err != nil {
 		return proto.CheckpointDiff{}, notHere(ck, err)
 	}

@@ -134,6 +134,11 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (pr
 		PermissionMode: req.PermissionMode, Compaction: st.Compaction,
 	}
 	if doc.Session.ID != "" {
+		// Stored and shown in every listing of the session: a session id,
+		// not anything a body may hold (nor echoed back).
+		if _, err := uuid.Parse(doc.Session.ID); err != nil {
+			return proto.Session{}, apierr.Invalid("session.id must be a UUID")
+		}
 		settings.ImportedFrom = &proto.ImportedFrom{SessionID: doc.Session.ID}
 	}
 	title := req.Title

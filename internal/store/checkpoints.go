@@ -30,7 +30,8 @@ type Checkpoint struct {
 // a role of its own, not part of Store, so a store without it still
 // serves everything else.
 type Rewinds interface {
-	// PutCheckpoint inserts c, or replaces the one with its ID.
+	// PutCheckpoint inserts c, or replaces the one with its ID; ErrNotFound
+	// when c's session is not (or no longer) stored.
 	PutCheckpoint(ctx context.Context, c Checkpoint) error
 	// ListCheckpoints returns the session's checkpoints, oldest first.
 	ListCheckpoints(ctx context.Context, sessionID string) ([]Checkpoint, error)

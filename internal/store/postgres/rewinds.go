@@ -15,14 +15,19 @@ import (
 var _ store.Rewinds = (*DB)(nil)
 
 // PutCheckpoint implements store.Rewinds. An update keeps the row's seq,
-// which orders a session's checkpoints.
+// which orders a session's checkpoints. A session deleted meanwhile (its
+// run's end recorded late) gets no checkpoint back: ErrNotFound.
 func (v *view) PutCheckpoint(ctx context.Context, c store.Checkpoint) error {
-	_, err := v.write(ctx, stmt{sql: `
+	n, err := v.write(ctx, stmt{sql: `
 		INSERT INTO checkpoints (id, workspace_id, session_id, run_id, message_id, commit_hash, end_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::timestamptz
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $3::text)
 		ON CONFLICT (id) DO UPDATE SET message_id = excluded.message_id,
 			commit_hash = excluded.commit_hash, end_hash = excluded.end_hash`,
 		args: []any{c.ID, c.WorkspaceID, c.SessionID, c.RunID, c.MessageID, c.Commit, c.End, micro(c.CreatedAt)}})
+	if err == nil && n == 0 {
+		err = fmt.Errorf("session %s: %w", c.SessionID, store.ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("put checkpoint %s: %w", c.ID, err)
 	}

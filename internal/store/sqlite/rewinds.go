@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -14,16 +15,23 @@ import (
 var _ store.Rewinds = (*DB)(nil)
 
 // PutCheckpoint implements store.Rewinds. An update keeps the row's rowid,
-// which orders a session's checkpoints.
+// which orders a session's checkpoints. A session deleted meanwhile (its
+// run's end recorded late) gets no checkpoint back: ErrNotFound.
 func (db *DB) PutCheckpoint(ctx context.Context, c store.Checkpoint) error {
 	err := inTx(ctx, db.writer, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+		res, err := tx.ExecContext(ctx, `
 			INSERT INTO checkpoints (id, workspace_id, session_id, run_id, message_id, commit_hash, end_hash, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)
 			ON CONFLICT (id) DO UPDATE SET message_id = excluded.message_id,
 				commit_hash = excluded.commit_hash, end_hash = excluded.end_hash`,
-			c.ID, c.WorkspaceID, c.SessionID, c.RunID, c.MessageID, c.Commit, c.End, toMicros(c.CreatedAt))
-		return err
+			c.ID, c.WorkspaceID, c.SessionID, c.RunID, c.MessageID, c.Commit, c.End, toMicros(c.CreatedAt), c.SessionID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, fmt.Errorf("session %s: %w", c.SessionID, store.ErrNotFound))
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("put checkpoint %s: %w", c.ID, err)

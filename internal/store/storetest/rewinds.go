@@ -33,6 +33,12 @@ func testRewinds(t *testing.T, h Harness) {
 	got, err := rw.ListCheckpoints(bg, "s")
 	require.NoError(t, err)
 	require.Equal(t, cks, got)
+	// A session deleted (or never made) gets no checkpoint: the end of a
+	// run recorded after its session's delete leaves nothing behind.
+	require.ErrorIs(t, rw.PutCheckpoint(bg, store.Checkpoint{ID: "c9", WorkspaceID: "w", SessionID: "gone", RunID: "r9", Commit: "a9", CreatedAt: t0}), store.ErrNotFound)
+	got, err = rw.ListCheckpoints(bg, "gone")
+	require.NoError(t, err)
+	require.Empty(t, got)
 
 	_, err = rw.Rewind(bg, "s", "nope", cks[0])
 	require.ErrorIs(t, err, store.ErrNotFound)
