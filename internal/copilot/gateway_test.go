@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -108,4 +110,44 @@ func postGateway(t *testing.T, g *Gateway, body string) string {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return string(raw)
+}
+
+// The gateway shows the model an image only when Tandem's view, confined to
+// the workspace, opened it: a path the model names outside the workspace
+// (which Tandem's view refused) is never read.
+func TestGatewayReadsOnlyImagesTandemsViewOpened(t *testing.T) {
+	var got map[string]any
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"ok"}}]}`)
+	}))
+	defer up.Close()
+	g, err := NewGateway(up.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	img := filepath.Join(t.TempDir(), "secret.png")
+	if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(result string) string {
+		t.Helper()
+		got = nil
+		args, _ := json.Marshal(map[string]string{"path": img})
+		call, _ := json.Marshal(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{
+			"id": "v", "type": "function", "function": map[string]any{"name": "view", "arguments": string(args)}}}})
+		res, _ := json.Marshal(map[string]any{"role": "tool", "tool_call_id": "v", "content": result})
+		postGateway(t, g, `{"model":"m","messages":[{"role":"user","content":"look"},`+string(call)+`,`+string(res)+`]}`)
+		msgs, _ := json.Marshal(got["messages"])
+		return string(msgs)
+	}
+	refused := ask(`Error: path "` + img + `" is outside the workspace`)
+	if strings.Contains(refused, "image_url") || strings.Contains(refused, "Viewed image file successfully.") {
+		t.Fatalf("an image Tandem's view refused reached the model: %s", refused)
+	}
+	opened := ask("Error: secret.png looks like a binary file; view only reads text files")
+	if !strings.Contains(opened, "image_url") || !strings.Contains(opened, "Viewed image file successfully.") {
+		t.Fatalf("an image Tandem's view opened was not shown: %s", opened)
+	}
 }
