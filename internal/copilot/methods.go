@@ -588,12 +588,22 @@ func countLines(path string) int {
 		return 0
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCountBytes))
-	if err != nil || len(data) == 0 {
-		return 0
+	// Counted a buffer at a time: a send may name many large files, and
+	// each handler of a connection may be counting at once.
+	r := io.LimitReader(f, maxCountBytes)
+	buf := make([]byte, 32<<10)
+	n, last := 0, byte('\n')
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			n += bytes.Count(buf[:k], []byte{'\n'})
+			last = buf[k-1]
+		}
+		if err != nil {
+			break
+		}
 	}
-	n := bytes.Count(data, []byte{'\n'})
-	if data[len(data)-1] != '\n' {
+	if last != '\n' {
 		n++
 	}
 	return n
