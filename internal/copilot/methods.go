@@ -429,6 +429,19 @@ type sessionRef struct {
 	SessionID string `json:"sessionId"`
 }
 
+func (r sessionRef) session() string { return r.SessionID }
+
+// onSession decodes a per-session method's params into P and finds the
+// session they name among the connection's attachments; every such method
+// begins so.
+func onSession[P interface{ session() string }](c *conn, params json.RawMessage) (p P, b Backend, wsID string, err error) {
+	if err = decode(params, &p); err != nil {
+		return p, nil, "", err
+	}
+	b, wsID, err = c.attached(p.session())
+	return p, b, wsID, err
+}
+
 // attachmentParam is an attachment of session.send, in any of its shapes.
 type attachmentParam struct {
 	Type        string `json:"type"`
@@ -451,19 +464,18 @@ type attachmentParam struct {
 	raw json.RawMessage
 }
 
+// sendParams are the params of session.send.
+type sendParams struct {
+	sessionRef
+	Prompt         string            `json:"prompt"`
+	Attachments    []json.RawMessage `json:"attachments"`
+	AgentMode      string            `json:"agentMode"`
+	Mode           string            `json:"mode"`
+	RequestHeaders map[string]string `json:"requestHeaders"`
+}
+
 func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID      string            `json:"sessionId"`
-		Prompt         string            `json:"prompt"`
-		Attachments    []json.RawMessage `json:"attachments"`
-		AgentMode      string            `json:"agentMode"`
-		Mode           string            `json:"mode"`
-		RequestHeaders map[string]string `json:"requestHeaders"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sendParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -618,11 +630,7 @@ func countEntries(path string) int {
 }
 
 func (c *conn) abort(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -755,11 +763,7 @@ func (c *conn) lastID(ctx context.Context, params json.RawMessage) (any, error) 
 }
 
 func (c *conn) messages(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -779,17 +783,16 @@ func (c *conn) messages(ctx context.Context, params json.RawMessage) (any, error
 	return map[string]any{"events": events}, nil
 }
 
+// logParams are the params of session.log.
+type logParams struct {
+	sessionRef
+	Message   string `json:"message"`
+	Level     string `json:"level"`
+	Ephemeral bool   `json:"ephemeral"`
+}
+
 func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		Message   string `json:"message"`
-		Level     string `json:"level"`
-		Ephemeral bool   `json:"ephemeral"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[logParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -804,16 +807,15 @@ func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, err
 	return map[string]any{"eventId": fmt.Sprint(seq)}, nil
 }
 
+// switchModelParams are the params of session.model.switchTo.
+type switchModelParams struct {
+	sessionRef
+	ModelID         string  `json:"modelId"`
+	ReasoningEffort *string `json:"reasoningEffort"`
+}
+
 func (c *conn) switchModel(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID       string  `json:"sessionId"`
-		ModelID         string  `json:"modelId"`
-		ReasoningEffort *string `json:"reasoningEffort"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[switchModelParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -825,11 +827,7 @@ func (c *conn) switchModel(ctx context.Context, params json.RawMessage) (any, er
 }
 
 func (c *conn) currentModel(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -840,19 +838,18 @@ func (c *conn) currentModel(ctx context.Context, params json.RawMessage) (any, e
 	return map[string]any{"modelId": c.srv.sdkModel(s.Model)}, nil
 }
 
+// permissionAnswerParams are the params of handlePendingPermissionRequest.
+type permissionAnswerParams struct {
+	sessionRef
+	RequestID string `json:"requestId"`
+	Result    struct {
+		Kind     string `json:"kind"`
+		Feedback string `json:"feedback"`
+	} `json:"result"`
+}
+
 func (c *conn) answerPermission(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		RequestID string `json:"requestId"`
-		Result    struct {
-			Kind     string `json:"kind"`
-			Feedback string `json:"feedback"`
-		} `json:"result"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[permissionAnswerParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -879,11 +876,7 @@ func (c *conn) answerPermission(ctx context.Context, params json.RawMessage) (an
 }
 
 func (c *conn) pendingPermissions(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -898,17 +891,16 @@ func (c *conn) pendingPermissions(ctx context.Context, params json.RawMessage) (
 	return map[string]any{"items": items}, nil
 }
 
+// toolCallAnswerParams are the params of handlePendingToolCall.
+type toolCallAnswerParams struct {
+	sessionRef
+	RequestID string          `json:"requestId"`
+	Result    json.RawMessage `json:"result"`
+	Error     *string         `json:"error"`
+}
+
 func (c *conn) answerToolCall(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string          `json:"sessionId"`
-		RequestID string          `json:"requestId"`
-		Result    json.RawMessage `json:"result"`
-		Error     *string         `json:"error"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[toolCallAnswerParams](c, params)
 	if err != nil {
 		return nil, err
 	}
