@@ -94,8 +94,6 @@ func (c *conn) ping(ctx context.Context, params json.RawMessage) (any, error) {
 	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UnixMilli(), "protocolVersion": ProtocolVersion}, nil
 }
 
-// sessionParams are the parts of session.create and session.resume the
-// bridge maps onto Tandem.
 // readsAsk are the permission rules of the Copilot profile: its view (a
 // file: Tandem's view; a directory: ls) asks a read permission.
 var readsAsk = []proto.PermissionRule{
@@ -103,6 +101,8 @@ var readsAsk = []proto.PermissionRule{
 	{Tool: "ls", Decision: "ask"},
 }
 
+// sessionParams are the parts of session.create and session.resume the
+// bridge maps onto Tandem.
 type sessionParams struct {
 	SessionID       string `json:"sessionId"`
 	Model           string `json:"model"`
@@ -128,6 +128,8 @@ type sessionParams struct {
 		ExcludedTools []string `json:"excludedTools"`
 	} `json:"defaultAgent"`
 }
+
+func (p sessionParams) session() string { return p.SessionID }
 
 func (p *sessionParams) tools() []proto.ToolSpec {
 	out := make([]proto.ToolSpec, 0, len(p.Tools))
@@ -254,17 +256,12 @@ func (c *conn) locate(ctx context.Context, b Backend, sessionID string) (string,
 }
 
 func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionParams](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
-		return nil, err
+	if lookupErr != nil {
+		return nil, lookupErr
 	}
 	hist, err := b.History(ctx, wsID, p.SessionID, 0)
 	if err != nil {
@@ -440,6 +437,21 @@ func onSession[P interface{ session() string }](c *conn, params json.RawMessage)
 	}
 	b, wsID, err = c.attached(p.session())
 	return p, b, wsID, err
+}
+
+// anySession decodes params into P and finds the workspace of the session
+// they name, attached here or not. err is a decode or Backend failure;
+// lookupErr is the session's not being found, which each caller answers
+// its own way.
+func anySession[P interface{ session() string }](c *conn, ctx context.Context, params json.RawMessage) (p P, b Backend, wsID string, lookupErr, err error) {
+	if err = decode(params, &p); err != nil {
+		return p, nil, "", nil, err
+	}
+	if b, err = c.backendFor(); err != nil {
+		return p, nil, "", nil, err
+	}
+	wsID, lookupErr = c.locate(ctx, b, p.session())
+	return p, b, wsID, lookupErr, nil
 }
 
 // attachmentParam is an attachment of session.send, in any of its shapes.
@@ -650,17 +662,12 @@ func (c *conn) destroy(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 func (c *conn) deleteSession(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionRef](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
-		return map[string]any{"success": false, "error": err.Error()}, nil
+	if lookupErr != nil {
+		return map[string]any{"success": false, "error": lookupErr.Error()}, nil
 	}
 	c.detach(p.SessionID)
 	c.srv.remember(p.SessionID, "")
@@ -723,16 +730,11 @@ func (c *conn) list(ctx context.Context, params json.RawMessage) (any, error) {
 }
 
 func (c *conn) metadata(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionRef](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
+	if lookupErr != nil {
 		return map[string]any{}, nil // unknown: no session, no error
 	}
 	s, err := b.Session(ctx, wsID, p.SessionID)
