@@ -27,6 +27,11 @@ const (
 	codeInternal       = -32603
 )
 
+// preConnectFrame bounds a frame's body while a connection that must
+// connect with the token has not: a connect or a ping is small, and nobody
+// without the token may make the bridge hold a full frame.
+const preConnectFrame = 64 << 10
+
 // maxInflight bounds the requests of one connection being handled at once.
 const maxInflight = 64
 
@@ -283,6 +288,14 @@ func (c *conn) notify(method string, params any) {
 
 func (c *conn) read() error {
 	fr := newFrameReader(c.rwc, c.srv.cfg.MaxFrame)
+	if c.srv.cfg.Token != "" {
+		fr.limit = func(max int) int {
+			if c.isConnected() {
+				return max
+			}
+			return min(max, preConnectFrame)
+		}
+	}
 	sem := make(chan struct{}, maxInflight)
 	for {
 		body, err := fr.Read()
@@ -356,6 +369,12 @@ func (c *conn) handle(req request) {
 		resp.Result = result
 	}
 	c.send(resp)
+}
+
+func (c *conn) isConnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
 }
 
 // backendFor returns the connection's Backend, made on first use.
