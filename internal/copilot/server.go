@@ -32,6 +32,10 @@ const (
 // without the token may make the bridge hold a full frame.
 const preConnectFrame = 64 << 10
 
+// DefaultConnectWait is how long a connection that must connect with the
+// token may wait before it does: a stranger holds no connection for long.
+const DefaultConnectWait = 10 * time.Second
+
 // maxInflight bounds the requests of one connection being handled at once.
 const maxInflight = 64
 
@@ -62,7 +66,10 @@ type Config struct {
 	Version string
 	// MaxFrame bounds a frame's body; DefaultMaxFrame when zero.
 	MaxFrame int
-	Logger   *slog.Logger
+	// ConnectWait, with Token set, is how long a connection may stay
+	// without connecting; DefaultConnectWait when zero.
+	ConnectWait time.Duration
+	Logger      *slog.Logger
 }
 
 // Server serves the protocol on any number of connections.
@@ -158,6 +165,18 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	if s.cfg.Token != "" {
+		wait := s.cfg.ConnectWait
+		if wait <= 0 {
+			wait = DefaultConnectWait
+		}
+		t := time.AfterFunc(wait, func() {
+			if !c.isConnected() {
+				rwc.Close()
+			}
+		})
+		defer t.Stop()
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)

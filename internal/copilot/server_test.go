@@ -3,8 +3,10 @@ package copilot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +182,23 @@ func TestFramesBeforeConnectAreSmall(t *testing.T) {
 	}()
 	if got := errorCode(stranger.read()); got != codeParse {
 		t.Fatalf("a large frame before connect got code %d, want %d", got, codeParse)
+	}
+}
+
+// A connection that does not connect with the token in time is closed.
+func TestConnectionThatNeverConnectsIsClosed(t *testing.T) {
+	s := NewServer(Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }, Token: "secret", ConnectWait: 100 * time.Millisecond})
+	// The member's wait began first, so it is over once the stranger's is.
+	member := dial(t, s)
+	if res := member.call(1, "connect", map[string]any{"token": "secret"}); res["error"] != nil {
+		t.Fatalf("connect = %v", res)
+	}
+	stranger := dial(t, s)
+	_ = stranger.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stranger.fr.Read(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection that never connected: read = %v, want it closed", err)
+	}
+	if res := member.call(2, "ping", nil); res["error"] != nil {
+		t.Fatalf("a connected connection after the wait: ping = %v", res)
 	}
 }
