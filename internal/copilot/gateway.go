@@ -104,6 +104,15 @@ func (g *Gateway) SetSystemMode(sessionID, mode string) {
 	g.system[sessionID] = mode
 }
 
+// Forget drops what the gateway keeps of a deleted session.
+func (g *Gateway) Forget(sessionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.headers, sessionID)
+	delete(g.system, sessionID)
+	delete(g.notices, sessionID)
+}
+
 // Close stops the gateway and waits for it.
 func (g *Gateway) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

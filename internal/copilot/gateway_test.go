@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tandem-dev/tandem/proto"
 )
 
 // The API may spread one message over several choices; Tandem gets it as
@@ -149,5 +152,69 @@ func TestGatewayReadsOnlyImagesTandemsViewOpened(t *testing.T) {
 	opened := ask("Error: secret.png looks like a binary file; view only reads text files")
 	if !strings.Contains(opened, "image_url") || !strings.Contains(opened, "Viewed image file successfully.") {
 		t.Fatalf("an image Tandem's view opened was not shown: %s", opened)
+	}
+}
+
+// A deleted session's request headers and system mode are let go: they
+// reach no later request and hold no memory.
+func TestGatewayForgetsADeletedSession(t *testing.T) {
+	var header string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header = r.Header.Get("X-Test")
+		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"ok"}}]}`)
+	}))
+	defer up.Close()
+	g, err := NewGateway(up.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.SetHeaders("s1", map[string]string{"X-Test": "v"})
+	g.SetSystemMode("s1", "replace")
+	body := `{"model":"m","messages":[{"role":"user","content":"go"}]}`
+	postGateway(t, g, body)
+	if header != "v" {
+		t.Fatalf("the session's header = %q before it was deleted", header)
+	}
+	g.Forget("s1")
+	postGateway(t, g, body)
+	if header != "" {
+		t.Fatalf("a deleted session's header still reaches the model: %q", header)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.headers)+len(g.system)+len(g.notices) != 0 {
+		t.Fatalf("the gateway keeps a deleted session: %v %v %v", g.headers, g.system, g.notices)
+	}
+}
+
+// deleteBackend knows one session, s1 in workspace w, and deletes it.
+type deleteBackend struct{ nopBackend }
+
+func (deleteBackend) Workspaces(context.Context) ([]proto.Workspace, error) {
+	return []proto.Workspace{{ID: "w"}}, nil
+}
+func (deleteBackend) Session(_ context.Context, _, id string) (proto.Session, error) {
+	return proto.Session{ID: id}, nil
+}
+func (deleteBackend) DeleteSession(context.Context, string, string) error { return nil }
+
+// session.delete makes the gateway forget the session.
+func TestDeleteForgetsTheSessionInTheGateway(t *testing.T) {
+	g, err := NewGateway("http://127.0.0.1:1", "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.SetHeaders("s1", map[string]string{"X-Test": "v"})
+	s := NewServer(Config{Connect: func(string) (Backend, error) { return deleteBackend{}, nil }, Gateway: g})
+	res := dial(t, s).call(1, "session.delete", map[string]any{"sessionId": "s1"})
+	if r, _ := res["result"].(map[string]any); r["success"] != true {
+		t.Fatalf("session.delete = %v", res)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.headers["s1"]; ok {
+		t.Fatal("the gateway keeps the request headers of a deleted session")
 	}
 }

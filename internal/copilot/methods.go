@@ -674,6 +674,9 @@ func (c *conn) deleteSession(ctx context.Context, params json.RawMessage) (any, 
 	if err := b.DeleteSession(ctx, wsID, p.SessionID); err != nil {
 		return map[string]any{"success": false, "error": err.Error()}, nil
 	}
+	if gw := c.srv.cfg.Gateway; gw != nil {
+		gw.Forget(p.SessionID)
+	}
 	return map[string]any{"success": true}, nil
 }
 
