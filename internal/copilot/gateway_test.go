@@ -18,7 +18,7 @@ import (
 // one streamed message, with the CLI's tool names mapped onto Tandem's.
 func TestGatewayJoinsChoices(t *testing.T) {
 	var got map[string]any
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g := testGateway(t, func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&got)
 		if r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("X-Test") != "v" {
 			t.Errorf("headers = %v", r.Header)
@@ -27,13 +27,7 @@ func TestGatewayJoinsChoices(t *testing.T) {
 			{"message":{"content":"I'll create it."}},
 			{"message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"report_intent","arguments":"{}"}}]}},
 			{"message":{"tool_calls":[{"id":"b","type":"function","function":{"name":"create","arguments":"{\"file_text\":\"hi\",\"path\":\"/x\"}"}}]}}]}`)
-	}))
-	defer up.Close()
-	g, err := NewGateway(up.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	})
 	g.SetHeaders("s1", map[string]string{"X-Test": "v", "Authorization": "Bearer app's own"})
 	body := `{"model":"m","stream":true,"messages":[{"role":"system","content":"sys"},{"role":"user","content":"go"},
 		{"role":"assistant","tool_calls":[{"id":"w","type":"function","function":{"name":"write","arguments":"{\"path\":\"/x\",\"content\":\"hi\"}"}}]},
@@ -77,16 +71,10 @@ func TestViewResult(t *testing.T) {
 // ends the turn there, as the CLI does: the model is not asked again.
 func TestGatewayEndsTheTurnOnAnInteractiveDenial(t *testing.T) {
 	asked := 0
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g := testGateway(t, func(w http.ResponseWriter, r *http.Request) {
 		asked++
 		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"went on"}}]}`)
-	}))
-	defer up.Close()
-	g, err := NewGateway(up.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	})
 	post := func(body string) string { return postGateway(t, g, body) }
 	call := `{"role":"assistant","tool_calls":[{"id":"v","type":"function","function":{"name":"view","arguments":"{\"path\":\"/x\"}"}}]}`
 	denied := post(`{"model":"m","messages":[{"role":"user","content":"go"},` + call + `,{"role":"tool","tool_call_id":"v","content":"Error: The user denied this tool call."}]}`)
@@ -120,16 +108,10 @@ func postGateway(t *testing.T, g *Gateway, body string) string {
 // (which Tandem's view refused) is never read.
 func TestGatewayReadsOnlyImagesTandemsViewOpened(t *testing.T) {
 	var got map[string]any
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g := testGateway(t, func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&got)
 		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"ok"}}]}`)
-	}))
-	defer up.Close()
-	g, err := NewGateway(up.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	})
 	img := filepath.Join(t.TempDir(), "secret.png")
 	if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), 0o600); err != nil {
 		t.Fatal(err)
@@ -159,16 +141,10 @@ func TestGatewayReadsOnlyImagesTandemsViewOpened(t *testing.T) {
 // reach no later request and hold no memory.
 func TestGatewayForgetsADeletedSession(t *testing.T) {
 	var header string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g := testGateway(t, func(w http.ResponseWriter, r *http.Request) {
 		header = r.Header.Get("X-Test")
 		_, _ = io.WriteString(w, `{"id":"c","model":"m","choices":[{"message":{"content":"ok"}}]}`)
-	}))
-	defer up.Close()
-	g, err := NewGateway(up.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	})
 	g.SetHeaders("s1", map[string]string{"X-Test": "v"})
 	g.SetSystemMode("s1", "replace")
 	body := `{"model":"m","messages":[{"role":"user","content":"go"}]}`
@@ -217,4 +193,18 @@ func TestDeleteForgetsTheSessionInTheGateway(t *testing.T) {
 	if _, ok := g.headers["s1"]; ok {
 		t.Fatal("the gateway keeps the request headers of a deleted session")
 	}
+}
+
+// testGateway starts a gateway with token tok in front of an upstream
+// served by h; both stop when the test ends.
+func testGateway(t *testing.T, h http.HandlerFunc) *Gateway {
+	t.Helper()
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	g, err := NewGateway(up.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	return g
 }
