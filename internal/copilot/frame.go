@@ -32,6 +32,9 @@ var ErrFrame = errors.New("copilot: bad frame")
 type frameReader struct {
 	r   *bufio.Reader
 	max int
+	// limit, when set, lowers max for the frame whose headers were just
+	// read: the bound may change between frames.
+	limit func(max int) int
 }
 
 func newFrameReader(r io.Reader, max int) *frameReader {
@@ -82,8 +85,12 @@ func (f *frameReader) Read() ([]byte, error) {
 	if length < 0 {
 		return nil, fmt.Errorf("%w: no Content-Length", ErrFrame)
 	}
-	if length > f.max {
-		return nil, fmt.Errorf("%w: body of %d bytes is over the limit of %d", ErrFrame, length, f.max)
+	max := f.max
+	if f.limit != nil {
+		max = f.limit(max)
+	}
+	if length > max {
+		return nil, fmt.Errorf("%w: body of %d bytes is over the limit of %d", ErrFrame, length, max)
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(f.r, body); err != nil {

@@ -104,6 +104,15 @@ func (g *Gateway) SetSystemMode(sessionID, mode string) {
 	g.system[sessionID] = mode
 }
 
+// Forget drops what the gateway keeps of a deleted session.
+func (g *Gateway) Forget(sessionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.headers, sessionID)
+	delete(g.system, sessionID)
+	delete(g.notices, sessionID)
+}
+
 // Close stops the gateway and waits for it.
 func (g *Gateway) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -388,7 +397,7 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 			} else if interruptedResult.MatchString(s) {
 				m["content"] = interruptedText
 			} else if path, ok := views[fmt.Sprint(m["tool_call_id"])]; ok {
-				if imageType(path) != "" {
+				if imageType(path) != "" && viewedImage(path, s) {
 					m["content"] = "Viewed image file successfully."
 					images[i] = path
 				} else {
@@ -426,6 +435,18 @@ func imageType(path string) string {
 		return "image/webp"
 	}
 	return ""
+}
+
+// binaryView is the end of what Tandem's view says of a file it opened in
+// the workspace and found binary.
+var binaryView = regexp.MustCompile(`looks like a binary file; view only reads text files$`)
+
+// viewedImage reports whether Tandem's view, confined to the session's
+// workspace, opened the image at path: only then may the gateway read it
+// for the model. The path comes from the model; a view Tandem refused (a
+// path outside the workspace) must not become a read outside it.
+func viewedImage(path, result string) bool {
+	return filepath.IsAbs(path) && binaryView.MatchString(result)
 }
 
 // withImages shows the model the images that view calls looked at, as the

@@ -94,8 +94,6 @@ func (c *conn) ping(ctx context.Context, params json.RawMessage) (any, error) {
 	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UnixMilli(), "protocolVersion": ProtocolVersion}, nil
 }
 
-// sessionParams are the parts of session.create and session.resume the
-// bridge maps onto Tandem.
 // readsAsk are the permission rules of the Copilot profile: its view (a
 // file: Tandem's view; a directory: ls) asks a read permission.
 var readsAsk = []proto.PermissionRule{
@@ -103,6 +101,8 @@ var readsAsk = []proto.PermissionRule{
 	{Tool: "ls", Decision: "ask"},
 }
 
+// sessionParams are the parts of session.create and session.resume the
+// bridge maps onto Tandem.
 type sessionParams struct {
 	SessionID       string `json:"sessionId"`
 	Model           string `json:"model"`
@@ -128,6 +128,8 @@ type sessionParams struct {
 		ExcludedTools []string `json:"excludedTools"`
 	} `json:"defaultAgent"`
 }
+
+func (p sessionParams) session() string { return p.SessionID }
 
 func (p *sessionParams) tools() []proto.ToolSpec {
 	out := make([]proto.ToolSpec, 0, len(p.Tools))
@@ -254,17 +256,12 @@ func (c *conn) locate(ctx context.Context, b Backend, sessionID string) (string,
 }
 
 func (c *conn) resume(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionParams](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
-		return nil, err
+	if lookupErr != nil {
+		return nil, lookupErr
 	}
 	hist, err := b.History(ctx, wsID, p.SessionID, 0)
 	if err != nil {
@@ -429,6 +426,34 @@ type sessionRef struct {
 	SessionID string `json:"sessionId"`
 }
 
+func (r sessionRef) session() string { return r.SessionID }
+
+// onSession decodes a per-session method's params into P and finds the
+// session they name among the connection's attachments; every such method
+// begins so.
+func onSession[P interface{ session() string }](c *conn, params json.RawMessage) (p P, b Backend, wsID string, err error) {
+	if err = decode(params, &p); err != nil {
+		return p, nil, "", err
+	}
+	b, wsID, err = c.attached(p.session())
+	return p, b, wsID, err
+}
+
+// anySession decodes params into P and finds the workspace of the session
+// they name, attached here or not. err is a decode or Backend failure;
+// lookupErr is the session's not being found, which each caller answers
+// its own way.
+func anySession[P interface{ session() string }](c *conn, ctx context.Context, params json.RawMessage) (p P, b Backend, wsID string, lookupErr, err error) {
+	if err = decode(params, &p); err != nil {
+		return p, nil, "", nil, err
+	}
+	if b, err = c.backendFor(); err != nil {
+		return p, nil, "", nil, err
+	}
+	wsID, lookupErr = c.locate(ctx, b, p.session())
+	return p, b, wsID, lookupErr, nil
+}
+
 // attachmentParam is an attachment of session.send, in any of its shapes.
 type attachmentParam struct {
 	Type        string `json:"type"`
@@ -451,19 +476,18 @@ type attachmentParam struct {
 	raw json.RawMessage
 }
 
+// sendParams are the params of session.send.
+type sendParams struct {
+	sessionRef
+	Prompt         string            `json:"prompt"`
+	Attachments    []json.RawMessage `json:"attachments"`
+	AgentMode      string            `json:"agentMode"`
+	Mode           string            `json:"mode"`
+	RequestHeaders map[string]string `json:"requestHeaders"`
+}
+
 func (c *conn) sendPrompt(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID      string            `json:"sessionId"`
-		Prompt         string            `json:"prompt"`
-		Attachments    []json.RawMessage `json:"attachments"`
-		AgentMode      string            `json:"agentMode"`
-		Mode           string            `json:"mode"`
-		RequestHeaders map[string]string `json:"requestHeaders"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sendParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -588,12 +612,22 @@ func countLines(path string) int {
 		return 0
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCountBytes))
-	if err != nil || len(data) == 0 {
-		return 0
+	// Counted a buffer at a time: a send may name many large files, and
+	// each handler of a connection may be counting at once.
+	r := io.LimitReader(f, maxCountBytes)
+	buf := make([]byte, 32<<10)
+	n, last := 0, byte('\n')
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			n += bytes.Count(buf[:k], []byte{'\n'})
+			last = buf[k-1]
+		}
+		if err != nil {
+			break
+		}
 	}
-	n := bytes.Count(data, []byte{'\n'})
-	if data[len(data)-1] != '\n' {
+	if last != '\n' {
 		n++
 	}
 	return n
@@ -608,11 +642,7 @@ func countEntries(path string) int {
 }
 
 func (c *conn) abort(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -632,22 +662,20 @@ func (c *conn) destroy(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 func (c *conn) deleteSession(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionRef](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
-		return map[string]any{"success": false, "error": err.Error()}, nil
+	if lookupErr != nil {
+		return map[string]any{"success": false, "error": lookupErr.Error()}, nil
 	}
 	c.detach(p.SessionID)
 	c.srv.remember(p.SessionID, "")
 	if err := b.DeleteSession(ctx, wsID, p.SessionID); err != nil {
 		return map[string]any{"success": false, "error": err.Error()}, nil
+	}
+	if gw := c.srv.cfg.Gateway; gw != nil {
+		gw.Forget(p.SessionID)
 	}
 	return map[string]any{"success": true}, nil
 }
@@ -705,16 +733,11 @@ func (c *conn) list(ctx context.Context, params json.RawMessage) (any, error) {
 }
 
 func (c *conn) metadata(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, err := c.backendFor()
+	p, b, wsID, lookupErr, err := anySession[sessionRef](c, ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	wsID, err := c.locate(ctx, b, p.SessionID)
-	if err != nil {
+	if lookupErr != nil {
 		return map[string]any{}, nil // unknown: no session, no error
 	}
 	s, err := b.Session(ctx, wsID, p.SessionID)
@@ -745,11 +768,7 @@ func (c *conn) lastID(ctx context.Context, params json.RawMessage) (any, error) 
 }
 
 func (c *conn) messages(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -769,17 +788,16 @@ func (c *conn) messages(ctx context.Context, params json.RawMessage) (any, error
 	return map[string]any{"events": events}, nil
 }
 
+// logParams are the params of session.log.
+type logParams struct {
+	sessionRef
+	Message   string `json:"message"`
+	Level     string `json:"level"`
+	Ephemeral bool   `json:"ephemeral"`
+}
+
 func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		Message   string `json:"message"`
-		Level     string `json:"level"`
-		Ephemeral bool   `json:"ephemeral"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[logParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -794,16 +812,15 @@ func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, err
 	return map[string]any{"eventId": fmt.Sprint(seq)}, nil
 }
 
+// switchModelParams are the params of session.model.switchTo.
+type switchModelParams struct {
+	sessionRef
+	ModelID         string  `json:"modelId"`
+	ReasoningEffort *string `json:"reasoningEffort"`
+}
+
 func (c *conn) switchModel(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID       string  `json:"sessionId"`
-		ModelID         string  `json:"modelId"`
-		ReasoningEffort *string `json:"reasoningEffort"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[switchModelParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -815,11 +832,7 @@ func (c *conn) switchModel(ctx context.Context, params json.RawMessage) (any, er
 }
 
 func (c *conn) currentModel(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -830,19 +843,18 @@ func (c *conn) currentModel(ctx context.Context, params json.RawMessage) (any, e
 	return map[string]any{"modelId": c.srv.sdkModel(s.Model)}, nil
 }
 
+// permissionAnswerParams are the params of handlePendingPermissionRequest.
+type permissionAnswerParams struct {
+	sessionRef
+	RequestID string `json:"requestId"`
+	Result    struct {
+		Kind     string `json:"kind"`
+		Feedback string `json:"feedback"`
+	} `json:"result"`
+}
+
 func (c *conn) answerPermission(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		RequestID string `json:"requestId"`
-		Result    struct {
-			Kind     string `json:"kind"`
-			Feedback string `json:"feedback"`
-		} `json:"result"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[permissionAnswerParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -869,11 +881,7 @@ func (c *conn) answerPermission(ctx context.Context, params json.RawMessage) (an
 }
 
 func (c *conn) pendingPermissions(ctx context.Context, params json.RawMessage) (any, error) {
-	var p sessionRef
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[sessionRef](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -888,17 +896,16 @@ func (c *conn) pendingPermissions(ctx context.Context, params json.RawMessage) (
 	return map[string]any{"items": items}, nil
 }
 
+// toolCallAnswerParams are the params of handlePendingToolCall.
+type toolCallAnswerParams struct {
+	sessionRef
+	RequestID string          `json:"requestId"`
+	Result    json.RawMessage `json:"result"`
+	Error     *string         `json:"error"`
+}
+
 func (c *conn) answerToolCall(ctx context.Context, params json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string          `json:"sessionId"`
-		RequestID string          `json:"requestId"`
-		Result    json.RawMessage `json:"result"`
-		Error     *string         `json:"error"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	b, wsID, err := c.attached(p.SessionID)
+	p, b, wsID, err := onSession[toolCallAnswerParams](c, params)
 	if err != nil {
 		return nil, err
 	}

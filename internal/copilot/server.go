@@ -27,6 +27,15 @@ const (
 	codeInternal       = -32603
 )
 
+// preConnectFrame bounds a frame's body while a connection that must
+// connect with the token has not: a connect or a ping is small, and nobody
+// without the token may make the bridge hold a full frame.
+const preConnectFrame = 64 << 10
+
+// DefaultConnectWait is how long a connection that must connect with the
+// token may wait before it does: a stranger holds no connection for long.
+const DefaultConnectWait = 10 * time.Second
+
 // maxInflight bounds the requests of one connection being handled at once.
 const maxInflight = 64
 
@@ -57,7 +66,10 @@ type Config struct {
 	Version string
 	// MaxFrame bounds a frame's body; DefaultMaxFrame when zero.
 	MaxFrame int
-	Logger   *slog.Logger
+	// ConnectWait, with Token set, is how long a connection may stay
+	// without connecting; DefaultConnectWait when zero.
+	ConnectWait time.Duration
+	Logger      *slog.Logger
 }
 
 // Server serves the protocol on any number of connections.
@@ -153,6 +165,18 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	if s.cfg.Token != "" {
+		wait := s.cfg.ConnectWait
+		if wait <= 0 {
+			wait = DefaultConnectWait
+		}
+		t := time.AfterFunc(wait, func() {
+			if !c.isConnected() {
+				rwc.Close()
+			}
+		})
+		defer t.Stop()
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -283,6 +307,14 @@ func (c *conn) notify(method string, params any) {
 
 func (c *conn) read() error {
 	fr := newFrameReader(c.rwc, c.srv.cfg.MaxFrame)
+	if c.srv.cfg.Token != "" {
+		fr.limit = func(max int) int {
+			if c.isConnected() {
+				return max
+			}
+			return min(max, preConnectFrame)
+		}
+	}
 	sem := make(chan struct{}, maxInflight)
 	for {
 		body, err := fr.Read()
@@ -356,6 +388,12 @@ func (c *conn) handle(req request) {
 		resp.Result = result
 	}
 	c.send(resp)
+}
+
+func (c *conn) isConnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
 }
 
 // backendFor returns the connection's Backend, made on first use.

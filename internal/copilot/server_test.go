@@ -3,8 +3,11 @@ package copilot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +157,48 @@ func TestSlowReaderBlocksNoOther(t *testing.T) {
 		if res := fast.call(i, "ping", nil); res["error"] != nil {
 			t.Fatalf("ping %d = %v", i, res)
 		}
+	}
+}
+
+// Before a connection has connected with the token, it may send only small
+// frames: nobody without the token makes the bridge hold a full frame.
+func TestFramesBeforeConnectAreSmall(t *testing.T) {
+	s := newTestServer("secret")
+	big := func(id int) []byte {
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"message":"%s"}}`, id, strings.Repeat("x", 2*preConnectFrame))
+	}
+	c := dial(t, s)
+	if res := c.call(1, "connect", map[string]any{"token": "secret"}); res["error"] != nil {
+		t.Fatalf("connect = %v", res)
+	}
+	c.write(big(2))
+	if res := c.read(); res["error"] != nil || res["id"] != float64(2) {
+		t.Fatalf("a large ping after connect = %v", res)
+	}
+	stranger := dial(t, s)
+	go func() {
+		_ = stranger.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = stranger.nc.Write(appendFrame(nil, big(1)))
+	}()
+	if got := errorCode(stranger.read()); got != codeParse {
+		t.Fatalf("a large frame before connect got code %d, want %d", got, codeParse)
+	}
+}
+
+// A connection that does not connect with the token in time is closed.
+func TestConnectionThatNeverConnectsIsClosed(t *testing.T) {
+	s := NewServer(Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }, Token: "secret", ConnectWait: 100 * time.Millisecond})
+	// The member's wait began first, so it is over once the stranger's is.
+	member := dial(t, s)
+	if res := member.call(1, "connect", map[string]any{"token": "secret"}); res["error"] != nil {
+		t.Fatalf("connect = %v", res)
+	}
+	stranger := dial(t, s)
+	_ = stranger.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stranger.fr.Read(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection that never connected: read = %v, want it closed", err)
+	}
+	if res := member.call(2, "ping", nil); res["error"] != nil {
+		t.Fatalf("a connected connection after the wait: ping = %v", res)
 	}
 }

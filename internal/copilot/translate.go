@@ -3,6 +3,7 @@ package copilot
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -287,26 +288,45 @@ type extra struct {
 	agentMode   string
 }
 
-// extraStore keeps extras by run id, bounded: the oldest go first.
+// extraStore keeps extras by run id, bounded in count and in bytes (a
+// send's blobs travel inline, up to a frame each): the oldest go first.
 type extraStore struct {
 	mu    sync.Mutex
 	byRun map[string]extra
 	order []string
+	bytes int
 }
 
-const maxExtras = 1024
+const (
+	maxExtras     = 1024
+	maxExtraBytes = 64 << 20
+)
 
 func newExtraStore() *extraStore { return &extraStore{byRun: map[string]extra{}} }
+
+func (x extra) size() int {
+	n := len(x.content) + len(x.agentMode)
+	for _, a := range x.attachments {
+		n += len(a)
+	}
+	return n
+}
 
 func (s *extraStore) put(runID string, x extra) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.order) >= maxExtras {
+	if old, ok := s.byRun[runID]; ok {
+		s.bytes -= old.size()
+		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == runID })
+	}
+	for len(s.order) > 0 && (len(s.order) >= maxExtras || s.bytes+x.size() > maxExtraBytes) {
+		s.bytes -= s.byRun[s.order[0]].size()
 		delete(s.byRun, s.order[0])
 		s.order = s.order[1:]
 	}
 	s.byRun[runID] = x
 	s.order = append(s.order, runID)
+	s.bytes += x.size()
 }
 
 func (s *extraStore) get(runID string) (extra, bool) {

@@ -2,6 +2,8 @@ package copilot
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tandem-dev/tandem/proto"
@@ -83,5 +85,31 @@ func TestPermissionRequestShapes(t *testing.T) {
 	}
 	if got := permissionResultKind(proto.ResultDeniedByUser); got != "denied-interactively-by-user" {
 		t.Fatalf("denied by user = %q", got)
+	}
+}
+
+// What the bridge keeps of sends for their user.message is bounded in bytes
+// as in count: large blobs push the oldest out, the newest stays.
+func TestExtrasAreBoundedInBytes(t *testing.T) {
+	s := newExtraStore()
+	blob := json.RawMessage(`{"type":"blob","data":"` + strings.Repeat("A", 8<<20) + `"}`)
+	for i := range 20 {
+		s.put(fmt.Sprint(i), extra{content: "look", attachments: []json.RawMessage{blob}})
+	}
+	if s.bytes > maxExtraBytes {
+		t.Fatalf("kept %d bytes of extras, over %d", s.bytes, maxExtraBytes)
+	}
+	if _, ok := s.get("19"); !ok {
+		t.Fatal("the newest send's extras are gone")
+	}
+	if _, ok := s.get("0"); ok {
+		t.Fatal("the oldest send's extras are kept past the bound")
+	}
+	n := 0
+	for _, x := range s.byRun {
+		n += x.size()
+	}
+	if n != s.bytes || len(s.byRun) != len(s.order) {
+		t.Fatalf("accounting: %d bytes counted, %d kept; %d runs, %d in order", s.bytes, n, len(s.byRun), len(s.order))
 	}
 }
