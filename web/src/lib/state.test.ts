@@ -112,6 +112,20 @@ describe('applyEvent', () => {
     expect(ws.sessions.s.runs.r2.state).toBe('running');
   });
 
+  it('orders the queue by run.accepted even when the 202s came first', () => {
+    const s = (r: string) => ({ session_id: 's', run_id: r });
+    let ws = fold([env(1, 'run.accepted', { run_id: 'r1', state: 'running', client_id: 'a' }, s('r1'))]);
+    // The page's own prompts, known from their 202s before their events:
+    // the controller keeps them last, in no order of their own.
+    const mine = (id: string, prompt: string) => ({ id, state: 'queued' as const, order: Number.MAX_SAFE_INTEGER, clientId: 'a', prompt });
+    ws = { ...ws, sessions: { ...ws.sessions, s: { ...ws.sessions.s, runs: { ...ws.sessions.s.runs, r3: mine('r3', 'third'), r2: mine('r2', 'second') } } } };
+    ws = fold([
+      env(2, 'run.accepted', { run_id: 'r2', state: 'queued', position: 1, client_id: 'a', prompt: 'second' }, s('r2')),
+      env(3, 'run.accepted', { run_id: 'r3', state: 'queued', position: 2, client_id: 'a', prompt: 'third' }, s('r3')),
+    ], ws);
+    expect(queue(ws.sessions.s).map((r) => r.prompt)).toEqual(['second', 'third']);
+  });
+
   it('tracks sessions, deletions and presence', () => {
     let ws = fold([
       env(1, 'session.created', session('s2', { updated_at: time(5) })),

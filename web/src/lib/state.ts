@@ -541,7 +541,9 @@ export function applySessionEvent(s: SessionState, ev: Envelope): SessionState {
         ...(r ?? { id, state: a.state === 'queued' ? 'queued' : 'running', order: ev.seq }),
         clientId: a.client_id || r?.clientId,
         prompt: a.prompt ?? r?.prompt,
-        order: r?.order ?? ev.seq,
+        // The seq of run.accepted is the queue's order, whatever a 202
+        // that came first put there.
+        order: ev.seq,
         ...(a.compaction ? { compaction: true } : {}),
       }));
     }
