@@ -313,7 +313,7 @@ func viewResult(s string) string {
 
 // interruptedResult matches what Tandem tells the model of a call that a
 // cancel stopped; the CLI words it as interruptedText.
-var interruptedResult = regexp.MustCompile(`(?s)^(Error: )?(The permission request was canceled, so the call did not run\.|canceled|canceled before it ran|.*\[command canceled; its process group was killed\].*)$`)
+var interruptedResult = regexp.MustCompile(`(?s)^(Error: )?(The permission request was canceled, so the call did not run\.|canceled|canceled before it ran|command not started: context canceled|.*\[command canceled; its process group was killed\].*)$`)
 
 const interruptedText = "The execution of this tool, or a previous tool was interrupted."
 

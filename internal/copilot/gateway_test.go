@@ -208,3 +208,25 @@ func testGateway(t *testing.T, h http.HandlerFunc) *Gateway {
 	t.Cleanup(func() { _ = g.Close() })
 	return g
 }
+
+// However a cancel meets a call (before its permission, before its shell
+// started, while it ran), the model reads the CLI's one interruption text;
+// a result that merely mentions a cancel is left alone.
+func TestInterruptedResults(t *testing.T) {
+	for _, s := range []string{
+		"Error: The permission request was canceled, so the call did not run.",
+		"Error: canceled",
+		"canceled before it ran",
+		"Error: command not started: context canceled",
+		"partial output\n[command canceled; its process group was killed]",
+	} {
+		if !interruptedResult.MatchString(s) {
+			t.Errorf("%q is not read as an interruption", s)
+		}
+	}
+	for _, s := range []string{"the build was canceled by CI", "Error: command not started: exec: no such file"} {
+		if interruptedResult.MatchString(s) {
+			t.Errorf("%q is read as an interruption", s)
+		}
+	}
+}
