@@ -10,7 +10,18 @@
 // before/after comparison is made in one sitting. Without -bin it builds
 // ./cmd/tandem.
 //
-// Each repetition: the server's RSS idle (after a few runs) and per idle
+// A repetition runs every phase, or those -phase names (comma-separated):
+//
+//	accept    prompt accept and POST to first delta with 1 and 16 posters,
+//	          runs/s and server CPU per run
+//	delivery  delta delivery to 1/10/100/500 clients
+//	cancel    cancel to run.completed
+//	memory    RSS idle, per idle stream, and after the load
+//
+// (these four share one server per repetition), then each of the phases
+// that start servers of their own (see phases in phase.go).
+//
+// The single-server phases: the server's RSS idle (after a few runs) and per idle
 // stream, prompt accept latency and POST to first delta with 1 and
 // with 16 posters (each on its own session, posting its next prompt when the
 // last run ended, so runs execute while prompts arrive), runs/s and server
@@ -51,7 +62,11 @@ type config struct {
 	settle    time.Duration
 	maxClient int
 	think     time.Duration
+	phases    map[string]bool // nil: all
 }
+
+// has reports whether phase name is to run.
+func (c config) has(name string) bool { return c.phases == nil || c.phases[name] }
 
 type binFlag []string
 
@@ -70,6 +85,7 @@ func main() {
 		cancels = flag.Int("cancels", 50, "cancels measured")
 		settle  = flag.Duration("settle", 5*time.Second, "how long the RSS after the load may take to settle")
 		think   = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
+		phases  = flag.String("phase", "", "run only these phases (comma-separated): "+strings.Join(phaseNames(), ","))
 	)
 	flag.Var(&bins, "bin", "tandem binary to measure (repeatable); default: build ./cmd/tandem")
 	flag.Parse()
@@ -82,6 +98,16 @@ func main() {
 		}
 		cfg.clients = append(cfg.clients, n)
 		cfg.maxClient = max(cfg.maxClient, n)
+	}
+	if *phases != "" {
+		cfg.phases = map[string]bool{}
+		for _, name := range strings.Split(*phases, ",") {
+			name = strings.TrimSpace(name)
+			if !slices.Contains(phaseNames(), name) {
+				fatalf("unknown phase %q (phases: %s)", name, strings.Join(phaseNames(), ","))
+			}
+			cfg.phases[name] = true
+		}
 	}
 	if len(cfg.bins) == 0 {
 		cfg.bins = []string{build()}
@@ -146,6 +172,37 @@ type metric struct {
 
 func metrics(cfg config) []metric {
 	var ms []metric
+	if cfg.has("accept") {
+		ms = append(ms, acceptMetrics(cfg)...)
+	}
+	if cfg.has("delivery") {
+		for _, n := range cfg.clients {
+			ms = append(ms,
+				metric{fmt.Sprintf("delta-p50-%d", n), fmt.Sprintf("delta delivery p50, %d client(s)", n), "ns"},
+				metric{fmt.Sprintf("delta-p99-%d", n), fmt.Sprintf("delta delivery p99, %d client(s)", n), "ns"})
+		}
+	}
+	if cfg.has("cancel") {
+		ms = append(ms,
+			metric{"cancel-p50", "cancel to run.completed p50", "ns"},
+			metric{"cancel-p99", "cancel to run.completed p99", "ns"})
+	}
+	if cfg.has("memory") {
+		ms = append(ms,
+			metric{"rss-idle", "RSS idle", "MiB"},
+			metric{"rss-stream", fmt.Sprintf("RSS per idle stream (%d streams)", cfg.idle), "KiB"},
+			metric{"rss-after", "RSS after the load, idle again", "MiB"})
+	}
+	for _, ph := range ownPhases {
+		if cfg.has(ph.name) {
+			ms = append(ms, ph.metrics(cfg)...)
+		}
+	}
+	return ms
+}
+
+func acceptMetrics(cfg config) []metric {
+	var ms []metric
 	for _, p := range cfg.posters {
 		ms = append(ms,
 			metric{fmt.Sprintf("accept-p50-%d", p), fmt.Sprintf("prompt accept p50, %d poster(s)", p), "ns"},
@@ -159,17 +216,7 @@ func metrics(cfg config) []metric {
 	ms = append(ms,
 		metric{"runs-per-s", fmt.Sprintf("runs/s, %d posters", last), "/s"},
 		metric{"cpu-per-run", "server CPU per run", "ms"})
-	for _, n := range cfg.clients {
-		ms = append(ms,
-			metric{fmt.Sprintf("delta-p50-%d", n), fmt.Sprintf("delta delivery p50, %d client(s)", n), "ns"},
-			metric{fmt.Sprintf("delta-p99-%d", n), fmt.Sprintf("delta delivery p99, %d client(s)", n), "ns"})
-	}
-	return append(ms,
-		metric{"cancel-p50", "cancel to run.completed p50", "ns"},
-		metric{"cancel-p99", "cancel to run.completed p99", "ns"},
-		metric{"rss-idle", "RSS idle", "MiB"},
-		metric{"rss-stream", fmt.Sprintf("RSS per idle stream (%d streams)", cfg.idle), "KiB"},
-		metric{"rss-after", "RSS after the load, idle again", "MiB"})
+	return ms
 }
 
 func printTable(cfg config, results [][]result) {
@@ -228,58 +275,89 @@ func summary(unit string, vs []float64) string {
 	return fmt.Sprintf("%s [%s–%s]", f(med), f(vs[0]), f(vs[len(vs)-1]))
 }
 
-// measure runs every phase against a fresh server of bin.
+// measure runs the chosen phases against bin: the single-server phases
+// on one fresh server, then each phase of its own.
 func measure(cfg config, bin, modelURL string) (result, error) {
+	res := result{}
+	if cfg.has("accept") || cfg.has("delivery") || cfg.has("cancel") || cfg.has("memory") {
+		if err := measureShared(cfg, bin, modelURL, res); err != nil {
+			return nil, err
+		}
+	}
+	for _, ph := range ownPhases {
+		if !cfg.has(ph.name) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "phase: %s\n", ph.name)
+		if err := ph.run(cfg, bin, modelURL, res); err != nil {
+			return nil, fmt.Errorf("phase %s: %w", ph.name, err)
+		}
+	}
+	return res, nil
+}
+
+// measureShared runs the single-server phases on one fresh server.
+func measureShared(cfg config, bin, modelURL string, res result) error {
 	srv, err := startServer(bin, modelURL)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer srv.stop()
 	c := newClient(srv)
 	defer c.close()
 	dir, err := os.MkdirTemp("", "loadbench-ws-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	wsID, err := c.workspace(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// One stream follows every run, as a user's UI does.
 	follower, err := c.open(wsID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tracker := &runs{m: map[string]*runState{}}
 	followed := make(chan struct{})
 	go func() { defer close(followed); tracker.follow(follower) }()
 	defer func() { follower.conn.Close(); <-followed }()
-	b := &bench{cfg: cfg, c: c, srv: srv, ws: wsID, runs: tracker, res: result{}}
+	b := &bench{cfg: cfg, c: c, srv: srv, ws: wsID, runs: tracker, res: res}
 
 	// Warm up, then idle.
 	if err := b.posters(1, 20, false); err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b.res["rss-idle"] = float64(srv.settledRSS(ctx, time.Second)) / (1 << 20)
-	// Idle streams before the load: afterwards the heap has room the
-	// streams would take without the RSS growing.
-	if err := b.idleStreams(); err != nil {
-		return nil, err
-	}
-	for _, p := range cfg.posters {
-		if err := b.posters(p, cfg.runs, true); err != nil {
-			return nil, err
+	if cfg.has("memory") {
+		b.res["rss-idle"] = float64(srv.settledRSS(ctx, time.Second)) / (1 << 20)
+		// Idle streams before the load: afterwards the heap has room the
+		// streams would take without the RSS growing.
+		if err := b.idleStreams(); err != nil {
+			return err
 		}
 	}
-	if err := b.delivery(); err != nil {
-		return nil, err
+	if cfg.has("accept") {
+		for _, p := range cfg.posters {
+			if err := b.posters(p, cfg.runs, true); err != nil {
+				return err
+			}
+		}
 	}
-	if err := b.cancels(); err != nil {
-		return nil, err
+	if cfg.has("delivery") {
+		if err := b.delivery(); err != nil {
+			return err
+		}
 	}
-	b.res["rss-after"] = float64(srv.settledRSS(ctx, cfg.settle)) / (1 << 20)
-	return b.res, nil
+	if cfg.has("cancel") {
+		if err := b.cancels(); err != nil {
+			return err
+		}
+	}
+	if cfg.has("memory") {
+		b.res["rss-after"] = float64(srv.settledRSS(ctx, cfg.settle)) / (1 << 20)
+	}
+	return nil
 }
