@@ -59,7 +59,7 @@ type config struct {
 	gap       time.Duration
 	idle      int
 	cancels   int
-	settle    time.Duration
+	burst     int
 	maxClient int
 	think     time.Duration
 	phases    map[string]bool // nil: all
@@ -83,14 +83,14 @@ func main() {
 		gap     = flag.Duration("gap", 10*time.Millisecond, "time between the deltas of a delivery run (a quiet stream)")
 		idle    = flag.Int("idle-streams", 500, "idle streams opened to measure memory per stream")
 		cancels = flag.Int("cancels", 50, "cancels measured")
-		settle  = flag.Duration("settle", 5*time.Second, "how long the RSS after the load may take to settle")
+		burst   = flag.Int("burst", 3000, "runs of the burst (16 posters) after which the memory phase measures the RSS given back")
 		think   = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
 		phases  = flag.String("phase", "", "run only these phases (comma-separated): "+strings.Join(phaseNames(), ","))
 	)
 	flag.Var(&bins, "bin", "tandem binary to measure (repeatable); default: build ./cmd/tandem")
 	flag.Parse()
 	cfg := config{bins: bins, reps: *reps, runs: *runs, posters: []int{1, 16}, deltas: *deltas, gap: *gap,
-		idle: *idle, cancels: *cancels, settle: *settle, think: *think}
+		idle: *idle, cancels: *cancels, burst: *burst, think: *think}
 	for _, s := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -191,7 +191,9 @@ func metrics(cfg config) []metric {
 		ms = append(ms,
 			metric{"rss-idle", "RSS idle", "MiB"},
 			metric{"rss-stream", fmt.Sprintf("RSS per idle stream (%d streams)", cfg.idle), "KiB"},
-			metric{"rss-after", "RSS after the load, idle again", "MiB"})
+			metric{"rss-burst", fmt.Sprintf("RSS at the end of a burst of %d runs", cfg.burst), "MiB"},
+			metric{"rss-after", "RSS 10 s after the burst", "MiB"},
+			metric{"rss-given", "RSS 10 s after the burst, above idle", "MiB"})
 	}
 	for _, ph := range ownPhases {
 		if cfg.has(ph.name) {
@@ -357,7 +359,9 @@ func measureShared(cfg config, bin, modelURL string, res result) error {
 		}
 	}
 	if cfg.has("memory") {
-		b.res["rss-after"] = float64(srv.settledRSS(ctx, cfg.settle)) / (1 << 20)
+		if err := b.burst(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -270,3 +270,23 @@ func (b *bench) cancels() error {
 	b.res["cancel-p99"] = float64(h.Quantile(0.99))
 	return nil
 }
+
+// afterBurst is how soon after a burst of runs the server should have given
+// its memory back: a user watching top sees it within seconds.
+const afterBurst = 10 * time.Second
+
+// burst runs cfg.burst runs with 16 posters, then samples the server's RSS
+// for afterBurst and records its value at the end, and that less the idle
+// RSS (the target: at most 64 MiB).
+func (b *bench) burst() error {
+	fmt.Fprintf(os.Stderr, "phase: a burst of %d runs, then %v idle\n", b.cfg.burst, afterBurst)
+	if err := b.posters(16, b.cfg.burst, false); err != nil {
+		return err
+	}
+	b.res["rss-burst"] = float64(b.srv.rss()) / (1 << 20)
+	time.Sleep(afterBurst) // the measure is what a user sees after this wait
+	after := float64(b.srv.rss()) / (1 << 20)
+	b.res["rss-after"] = after
+	b.res["rss-given"] = after - b.res["rss-idle"]
+	return nil
+}

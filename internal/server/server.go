@@ -29,6 +29,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/mcp"
+	"github.com/tandem-dev/tandem/internal/memtrim"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -152,6 +153,8 @@ type Server struct {
 	stopSweeps     chan struct{}
 	sweepsDone     chan struct{}
 	stopSweepsOnce sync.Once
+	// trim gives the heap back to the OS when a burst of load ends.
+	trim *memtrim.Trimmer
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -350,6 +353,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.stopSweeps, s.sweepsDone = make(chan struct{}), make(chan struct{})
 	go s.sweepIdle(cfg.IdleSweeps)
+	s.trim = memtrim.Start(memtrim.Config{Trimmed: func(allocated uint64, took time.Duration) {
+		s.log.Debug("gave memory back after a load", "allocated_mib", allocated>>20, "took", took)
+	}})
 	return s, nil
 }
 
@@ -423,6 +429,9 @@ func LocalURL(addr net.Addr) string {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopSweepsOnce.Do(func() { close(s.stopSweeps) })
 	<-s.sweepsDone
+	if s.trim != nil {
+		s.trim.Stop()
+	}
 	s.api.BeginShutdown()
 	s.workspaces.Shutdown(ctx)
 	var errs []error
