@@ -32,12 +32,22 @@ func benchServer(b *testing.B) (*server.Server, string, *http.Client, func()) {
 	return srv, base, client, cleanup
 }
 
+// benchServerWith is benchServer with options.
+func benchServerWith(b *testing.B, opts ...option) (*server.Server, string, *http.Client, func()) {
+	srv, base, client, _, cleanup := benchServerTimed(b, opts...)
+	return srv, base, client, cleanup
+}
+
 // benchServerTimed is benchServer that also times, inside the server, the
 // handling of every prompt (and log line): from the handler's start to its return, which
 // leaves out what the network and the OS add before and after.
-func benchServerTimed(b *testing.B) (*server.Server, string, *http.Client, *handlerTimes, func()) {
+func benchServerTimed(b *testing.B, opts ...option) (*server.Server, string, *http.Client, *handlerTimes, func()) {
 	b.Helper()
-	srv, err := server.New(context.Background(), serverConfig{DataDir: b.TempDir(), Token: testToken})
+	cfg := serverConfig{DataDir: b.TempDir(), Token: testToken}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(context.Background(), cfg)
 	require.NoError(b, err)
 	times := &handlerTimes{}
 	h := srv.Handler()

@@ -13,7 +13,8 @@ import (
 // The fake model is an OpenAI-compatible Chat Completions server on
 // loopback. What it streams depends on the prompt (the last user message):
 //
-//	fast            an answer of fastChunks chunks, sent back to back
+//	fast [TAG]      an answer of fastChunks chunks, sent back to back (after
+//	                TAG, so that answers differ as a real session's do)
 //	paced N GAP     N chunks GAP apart, each "@UNIXNANO;" stamped as it is sent
 //	hold            stamped chunks holdGap apart until the request ends
 //
@@ -82,6 +83,9 @@ func serveModel(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	default:
+		if len(f) == 2 && !send(f[1]+": ") {
+			return
+		}
 		for range fastChunks {
 			if !send("word ") {
 				return

@@ -10,7 +10,7 @@ type ownPhase struct {
 }
 
 // ownPhases run after the single-server phases, in this order.
-var ownPhases = []ownPhase{}
+var ownPhases = []ownPhase{historyPhase}
 
 // phaseNames lists every phase -phase accepts.
 func phaseNames() []string {

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // DefaultEncodeCacheBytes is the size of the encode cache a Registry keeps:
@@ -39,7 +40,52 @@ type EncodeCache struct {
 	mu      sync.Mutex
 	size    int64
 	entries map[uint64]*list.Element // values are *encodedEntry
-	lru     list.List                // front: most recently used
+	// same finds a message's entry by where its text is in memory: see
+	// textKey. Every entry of a message with a text is in it.
+	same map[textKey]*list.Element
+	lru  list.List // front: most recently used
+	// clock counts EncodeAll's calls (see moveEvery).
+	clock uint64
+}
+
+// moveEvery is how many requests apart EncodeAll moves an entry it serves
+// to the front of the LRU list: moving each of a long history's entries at
+// every step cost a fifth of the step's encoding, while an order off by a
+// few dozen requests changes nothing that matters about which entries the
+// bound drops.
+const moveEvery = 32
+
+// textKey is where a message's text lives, with its length, and where its
+// tool call id lives (its result's, or its first call's), which tells apart
+// equal texts ("permission denied") of different calls. A step sends the
+// messages of the steps before it built from the same stored strings, so
+// looking them up by address finds them without hashing the whole history
+// again, which made a step's cost grow with the session (a 1,000-message
+// history spent 0.7 ms a step hashing). An address is only a hint: a hit is
+// checked field by field, which costs nothing for strings that share their
+// bytes, so an address since reused for other bytes is merely a miss.
+//
+// The format is not part of the key (hashing it cost as much as the rest of
+// a lookup): the entry found is checked for it, and a message encoded in two
+// formats is found by address in one of them.
+type textKey struct {
+	text, id *byte
+	n        int
+}
+
+func keyOfText(m *Message) (textKey, bool) {
+	tk := textKey{n: len(m.Text)}
+	if m.Text != "" {
+		tk.text = unsafe.StringData(m.Text)
+	}
+	id := m.ToolCallID
+	if id == "" && len(m.ToolCalls) > 0 {
+		id = m.ToolCalls[0].ID
+	}
+	if id != "" {
+		tk.id = unsafe.StringData(id)
+	}
+	return tk, tk.text != nil || tk.id != nil
 }
 
 type encodedEntry struct {
@@ -54,11 +100,21 @@ type encodedEntry struct {
 	cost  int64
 	// used is set when the entry is kept or served, and cleared by Sweep.
 	used bool
+	// stamp is the cache's clock when EncodeAll last moved the entry to
+	// the front.
+	stamp uint64
+	// texts are the addresses under which same finds the entry: its own
+	// message's, and those of the first equal messages built from other
+	// strings (a history loaded again, the same prompt sent twice).
+	texts []textKey
 }
+
+// maxTexts bounds the addresses an entry is found under.
+const maxTexts = 4
 
 // NewEncodeCache returns a cache that holds at most maxBytes.
 func NewEncodeCache(maxBytes int64) *EncodeCache {
-	return &EncodeCache{max: maxBytes, seed: maphash.MakeSeed(), entries: make(map[uint64]*list.Element)}
+	return &EncodeCache{max: maxBytes, seed: maphash.MakeSeed(), entries: make(map[uint64]*list.Element), same: make(map[textKey]*list.Element)}
 }
 
 // Encode returns the encoding of m in format (a name the caller picks for
@@ -70,10 +126,15 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 	if c == nil {
 		return encode(m)
 	}
-	key := c.hash(format, &m)
-	if e := c.lookup(key, func(e *encodedEntry) bool {
+	match := func(e *encodedEntry) bool {
 		return e.head == nil && e.format == format && sameMessage(&e.msg, &m)
-	}); e != nil {
+	}
+	if e := c.lookupSame(format, &m, match); e != nil {
+		return e.enc, nil
+	}
+	key := c.hash(format, &m)
+	if e := c.lookup(key, match); e != nil {
+		c.alias(format, &m, e)
 		return e.enc, nil
 	}
 
@@ -111,6 +172,103 @@ func (c *EncodeCache) lookup(key uint64, match func(*encodedEntry) bool) *encode
 	return e
 }
 
+// EncodeAll is Encode for each of msgs, in order: the encodings, or the
+// first error with the index of its message. The messages found by the
+// address of their text, a step's history bar its newest messages, are
+// found under one lock.
+func (c *EncodeCache) EncodeAll(format string, msgs []Message, encode func(Message) ([]byte, error)) ([][]byte, int, error) {
+	out := make([][]byte, len(msgs))
+	if c != nil {
+		c.mu.Lock()
+		c.clock++
+		for i := range msgs {
+			m := &msgs[i]
+			tk, ok := keyOfText(m)
+			if !ok {
+				continue
+			}
+			el, ok := c.same[tk]
+			if !ok {
+				continue
+			}
+			if e := el.Value.(*encodedEntry); e.head == nil && e.format == format && sameMessage(&e.msg, m) {
+				e.used = true
+				if c.clock-e.stamp >= moveEvery {
+					e.stamp = c.clock
+					c.lru.MoveToFront(el)
+				}
+				out[i] = e.enc
+			}
+		}
+		c.mu.Unlock()
+	}
+	for i, m := range msgs {
+		if out[i] != nil {
+			continue
+		}
+		enc, err := c.Encode(format, m, encode)
+		if err != nil {
+			return nil, i, err
+		}
+		out[i] = enc
+	}
+	return out, 0, nil
+}
+
+// lookupSame is lookup by the address of m's text.
+func (c *EncodeCache) lookupSame(format string, m *Message, match func(*encodedEntry) bool) *encodedEntry {
+	tk, ok := keyOfText(m)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.same[tk]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*encodedEntry)
+	if !match(e) {
+		return nil
+	}
+	e.used = true
+	c.lru.MoveToFront(el)
+	return e
+}
+
+// alias makes e found under the address of m's text too.
+func (c *EncodeCache) alias(format string, m *Message, e *encodedEntry) {
+	tk, ok := keyOfText(m)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[e.key]
+	if !ok || el.Value != e {
+		return // dropped meanwhile
+	}
+	if slices.Contains(e.texts, tk) {
+		c.same[tk] = el // taken by the message's entry in another format
+		return
+	}
+	if len(e.texts) == maxTexts {
+		// Many equal messages in one history ("ok", "continue"): the
+		// others go by their hash, as before; rotating the addresses
+		// would cost more at every step than it saves.
+		return
+	}
+	e.texts = append(e.texts, tk)
+	c.same[tk] = el
+}
+
+// forgetText removes tk from same if it finds el there.
+func (c *EncodeCache) forgetText(tk textKey, el *list.Element) {
+	if c.same[tk] == el {
+		delete(c.same, tk)
+	}
+}
+
 // keep adds e, dropping the least recently used entries past the bound.
 func (c *EncodeCache) keep(e *encodedEntry) {
 	c.mu.Lock()
@@ -121,7 +279,12 @@ func (c *EncodeCache) keep(e *encodedEntry) {
 		c.removeLocked(el)
 	}
 	e.used = true
-	c.entries[e.key] = c.lru.PushFront(e)
+	el := c.lru.PushFront(e)
+	c.entries[e.key] = el
+	if tk, ok := keyOfText(&e.msg); ok && e.head == nil {
+		e.texts = []textKey{tk}
+		c.same[tk] = el
+	}
 	c.size += e.cost
 	for c.size > c.max {
 		c.removeLocked(c.lru.Back())
@@ -188,11 +351,19 @@ func (c *EncodeCache) Sweep() {
 		entries[k] = el
 	}
 	c.entries = entries
+	same := make(map[textKey]*list.Element, len(c.same))
+	for k, el := range c.same {
+		same[k] = el
+	}
+	c.same = same
 }
 
 func (c *EncodeCache) removeLocked(el *list.Element) {
 	e := c.lru.Remove(el).(*encodedEntry)
 	delete(c.entries, e.key)
+	for _, tk := range e.texts {
+		c.forgetText(tk, el)
+	}
 	c.size -= e.cost
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -247,4 +248,124 @@ func TestEncodeCacheKeepsHeads(t *testing.T) {
 	_, _, err = none.Head("f", base(), encode)
 	require.NoError(t, err)
 	require.Equal(t, 11, calls, "no cache: encoded every time")
+}
+
+// A message whose text is the very string an entry holds is found by its
+// address; that must never serve an entry whose other fields differ, nor
+// one that was dropped.
+func TestEncodeCacheSameTextOtherFields(t *testing.T) {
+	c := NewEncodeCache(1 << 20)
+	var enc counting
+	text := strings.Repeat("shared ", 10)
+	first := Message{Role: RoleTool, Text: text, ToolCallID: "a"}
+	_, err := c.Encode("f", first, enc.encode)
+	require.NoError(t, err)
+	_, err = c.Encode("f", first, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 1, enc.calls(), "the same message again is a hit")
+
+	other := Message{Role: RoleTool, Text: text, ToolCallID: "b"} // same bytes, same address
+	_, err = c.Encode("f", other, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 2, enc.calls(), "another call id is another message")
+	got, err := c.Encode("g", first, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 3, enc.calls(), "another format is another encoding")
+	require.Equal(t, "tool:"+text, string(got))
+
+	// Both entries of text's address are still found, by content at least.
+	_, err = c.Encode("f", first, enc.encode)
+	require.NoError(t, err)
+	_, err = c.Encode("f", other, enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, 3, enc.calls())
+
+	// Dropped entries leave nothing behind in either index.
+	c.Sweep()
+	c.Sweep()
+	c.mu.Lock()
+	require.Empty(t, c.entries)
+	require.Empty(t, c.same)
+	c.mu.Unlock()
+}
+
+func TestEncodeCacheEvictionDropsBothIndexes(t *testing.T) {
+	c := NewEncodeCache(8 << 10)
+	var enc counting
+	for i := range 200 {
+		_, err := c.Encode("f", Message{Role: RoleUser, Text: fmt.Sprintf("message %d %s", i, strings.Repeat("x", 100))}, enc.encode)
+		require.NoError(t, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Less(t, len(c.entries), 200, "the bound dropped some")
+	require.Len(t, c.same, len(c.entries))
+	for _, el := range c.same {
+		require.Equal(t, el, c.entries[el.Value.(*encodedEntry).key])
+	}
+}
+
+// Equal messages built from other strings (a history loaded again) are
+// found by their addresses too, from their second step on; an entry is
+// found under at most maxTexts addresses, the others by their hash.
+func TestEncodeCacheAliases(t *testing.T) {
+	c := NewEncodeCache(1 << 20)
+	var enc counting
+	text := strings.Repeat("again ", 20)
+	copies := make([]Message, 10)
+	for i := range copies {
+		copies[i] = Message{Role: RoleUser, Text: strings.Clone(text)}
+		_, err := c.Encode("f", copies[i], enc.encode)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, enc.calls())
+	c.mu.Lock()
+	require.Len(t, c.same, maxTexts)
+	el := c.entries[c.hash("f", &copies[0])]
+	require.Len(t, el.Value.(*encodedEntry).texts, maxTexts)
+	for _, m := range copies[:maxTexts] {
+		tk, _ := keyOfText(&m)
+		require.Equal(t, el, c.same[tk], "the first copies' addresses")
+	}
+	c.mu.Unlock()
+	c.Sweep()
+	c.Sweep()
+	c.mu.Lock()
+	require.Empty(t, c.same)
+	c.mu.Unlock()
+}
+
+// EncodeAll gives what Encode gives, message by message, found by address,
+// by content or encoded, and stops at the first failure.
+func TestEncodeAllIsEncodeForEach(t *testing.T) {
+	c := NewEncodeCache(1 << 20)
+	var enc counting
+	msgs := []Message{{Role: RoleUser, Text: "a"}, {Role: RoleAssistant, Text: "b"}, {Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "1", Name: "view"}}}}
+	first, _, err := c.EncodeAll("f", msgs[:2], enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, []string{"user:a", "assistant:b"}, []string{string(first[0]), string(first[1])})
+	again := append(slices.Clone(msgs), Message{Role: RoleUser, Text: strings.Clone("a")})
+	got, _, err := c.EncodeAll("f", again, enc.encode)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Equal(t, 3, enc.calls(), "only the message without text was new")
+	for i, m := range again {
+		want, err := c.Encode("f", m, enc.encode)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got[i]))
+	}
+
+	fail := func(m Message) ([]byte, error) {
+		if m.Text == "bad" {
+			return nil, fmt.Errorf("no")
+		}
+		return []byte(m.Text), nil
+	}
+	_, at, err := c.EncodeAll("g", []Message{{Text: "ok"}, {Text: "bad"}}, fail)
+	require.Error(t, err)
+	require.Equal(t, 1, at)
+	var none *EncodeCache
+	got, _, err = none.EncodeAll("f", msgs[:1], enc.encode)
+	require.NoError(t, err)
+	require.Equal(t, "user:a", string(got[0]))
 }

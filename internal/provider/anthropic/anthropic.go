@@ -224,16 +224,16 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 		role sdk.MessageParamRole
 		enc  []byte
 	}
+	encs, at, err := p.cache.EncodeAll(encodeFormat, req.Messages, encodeBlocks)
+	if err != nil {
+		return nil, fmt.Errorf("message %d: %w", at, err)
+	}
 	parts := make([]part, 0, len(req.Messages))
 	size := 0
-	for i, m := range req.Messages {
-		enc, err := p.cache.Encode(encodeFormat, m, encodeBlocks)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
+	for i, enc := range encs {
 		if len(enc) > 0 {
 			role := sdk.MessageParamRoleUser // of prompts and tool results
-			if m.Role == provider.RoleAssistant {
+			if req.Messages[i].Role == provider.RoleAssistant {
 				role = sdk.MessageParamRoleAssistant
 			}
 			parts = append(parts, part{role, enc})

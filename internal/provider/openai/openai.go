@@ -309,14 +309,12 @@ func (p *Provider) body(req provider.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	encs := make([][]byte, len(req.Messages))
+	encs, i, err := p.cache.EncodeAll(encodeFormat, req.Messages, encodeMessage)
+	if err != nil {
+		return nil, fmt.Errorf("message %d: %w", i, err)
+	}
 	size := len(prefix) + len(suffix) + len(encs)
-	for i, m := range req.Messages {
-		enc, err := p.cache.Encode(encodeFormat, m, encodeMessage)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		encs[i] = enc
+	for _, enc := range encs {
 		size += len(enc)
 	}
 	out := make([]byte, 0, size)
