@@ -6,13 +6,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/tandem-dev/tandem/e2e/benchkit"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -107,13 +103,13 @@ func runHistory(cfg config, bin, modelURL string, res result) error {
 			return err
 		}
 	}
-	accept, health, err := b.postersOn(sessions, cfg.runs)
+	l, err := b.load(sessions, cfg.runs, cfg.think)
 	if err != nil {
 		return err
 	}
-	res["accept-long-p50"] = float64(accept.Quantile(0.50))
-	res["accept-long-p99"] = float64(accept.Quantile(0.99))
-	res["health-long-p99"] = float64(health.Quantile(0.99))
+	res["accept-long-p50"] = float64(l.accept.Quantile(0.50))
+	res["accept-long-p99"] = float64(l.accept.Quantile(0.99))
+	res["health-long-p99"] = float64(l.health.Quantile(0.99))
 	return nil
 }
 
@@ -134,53 +130,6 @@ func (b *bench) sequential(sid string, n int) (float64, error) {
 		}
 	}
 	return float64((b.srv.cpu() - cpu).Microseconds()) / 1000 / float64(n), nil
-}
-
-// postersOn runs n fast runs with a poster on each of sessions, as posters
-// does, and returns the accept latencies and the health control's.
-func (b *bench) postersOn(sessions []string, n int) (accept, health benchkit.Hist, err error) {
-	var (
-		mu   sync.Mutex
-		next atomic.Int64
-		wg   sync.WaitGroup
-		errs = make([]error, len(sessions))
-	)
-	probeCtx, stopProbe := context.WithCancel(context.Background())
-	probed := make(chan benchkit.Hist, 1)
-	go func() { probed <- b.probe(probeCtx) }()
-	for i, sid := range sessions {
-		wg.Go(func() {
-			var acc benchkit.Hist
-			for next.Add(1) <= int64(n) {
-				start := time.Now()
-				id, err := b.c.prompt(b.ws, sid, "fast")
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				acc.Add(int64(time.Since(start)))
-				ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-				_, _, err = b.runs.wait(ctx, id)
-				cancel()
-				if err != nil {
-					errs[i] = err
-					return
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			accept.Merge(&acc)
-		})
-	}
-	wg.Wait()
-	stopProbe()
-	health = <-probed
-	for _, e := range errs {
-		if e != nil {
-			return accept, health, e
-		}
-	}
-	return accept, health, nil
 }
 
 // importSession imports a session with a history of n messages (turns of

@@ -38,20 +38,50 @@ func (b *bench) posters(p, n int, record bool) error {
 		}
 		sessions[i] = sid
 	}
-	var (
-		mu            sync.Mutex
-		accept, first benchkit.Hist
-		next          atomic.Int64
-		wg            sync.WaitGroup
-		errs          = make([]error, p)
-	)
 	if record {
 		fmt.Fprintf(os.Stderr, "phase: %d poster(s), %d runs\n", p, n)
 	}
-	// A control beside the posters: GET /v1/health, which crosses the
-	// same listener, middleware and scheduler as a prompt but writes
-	// nothing. An accept tail that the health probe shares is the
-	// machine's (waiting for a CPU), not the accept's own work.
+	think := time.Duration(0)
+	if record {
+		think = b.cfg.think
+	}
+	l, err := b.load(sessions, n, think)
+	if err != nil || !record {
+		return err
+	}
+	b.res[fmt.Sprintf("accept-p50-%d", p)] = float64(l.accept.Quantile(0.50))
+	b.res[fmt.Sprintf("accept-p99-%d", p)] = float64(l.accept.Quantile(0.99))
+	b.res[fmt.Sprintf("health-p50-%d", p)] = float64(l.health.Quantile(0.50))
+	b.res[fmt.Sprintf("health-p99-%d", p)] = float64(l.health.Quantile(0.99))
+	b.res[fmt.Sprintf("first-p50-%d", p)] = float64(l.first.Quantile(0.50))
+	b.res[fmt.Sprintf("first-p99-%d", p)] = float64(l.first.Quantile(0.99))
+	if p == b.cfg.posters[len(b.cfg.posters)-1] {
+		b.res["runs-per-s"] = float64(n) / l.elapsed.Seconds()
+		b.res["cpu-per-run"] = float64(l.cpu.Microseconds()) / 1000 / float64(n)
+	}
+	return nil
+}
+
+// loaded is what load measured.
+type loaded struct {
+	accept, first, health benchkit.Hist
+	elapsed, cpu          time.Duration
+}
+
+// load runs n fast runs with a poster on each of sessions, each posting
+// its next prompt (each prompt its own) once its last run completed, after
+// think. A control beside the posters, GET /v1/health, which crosses the
+// same listener, middleware and scheduler as a prompt but writes nothing,
+// tells an accept tail that is the machine's (waiting for a CPU) from the
+// accept's own work.
+func (b *bench) load(sessions []string, n int, think time.Duration) (loaded, error) {
+	var (
+		mu   sync.Mutex
+		l    loaded
+		next atomic.Int64
+		wg   sync.WaitGroup
+		errs = make([]error, len(sessions))
+	)
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	probed := make(chan benchkit.Hist, 1)
 	go func() { probed <- b.probe(probeCtx) }()
@@ -59,9 +89,9 @@ func (b *bench) posters(p, n int, record bool) error {
 	for i, sid := range sessions {
 		wg.Go(func() {
 			var acc, fst benchkit.Hist
-			for next.Add(1) <= int64(n) {
+			for k := next.Add(1); k <= int64(n); k = next.Add(1) {
 				start := time.Now()
-				id, err := b.c.prompt(b.ws, sid, "fast")
+				id, err := b.c.prompt(b.ws, sid, fmt.Sprintf("fast %d", k))
 				if err != nil {
 					errs[i] = err
 					return
@@ -77,37 +107,21 @@ func (b *bench) posters(p, n int, record bool) error {
 				if !f.IsZero() {
 					fst.Add(int64(f.Sub(start)))
 				}
-				if record && b.cfg.think > 0 {
-					time.Sleep(b.cfg.think)
+				if think > 0 {
+					time.Sleep(think)
 				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			accept.Merge(&acc)
-			first.Merge(&fst)
+			l.accept.Merge(&acc)
+			l.first.Merge(&fst)
 		})
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(began), b.srv.cpu()-cpu
+	l.elapsed, l.cpu = time.Since(began), b.srv.cpu()-cpu
 	stopProbe()
-	health := <-probed
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if !record {
-		return nil
-	}
-	b.res[fmt.Sprintf("accept-p50-%d", p)] = float64(accept.Quantile(0.50))
-	b.res[fmt.Sprintf("accept-p99-%d", p)] = float64(accept.Quantile(0.99))
-	b.res[fmt.Sprintf("health-p50-%d", p)] = float64(health.Quantile(0.50))
-	b.res[fmt.Sprintf("health-p99-%d", p)] = float64(health.Quantile(0.99))
-	b.res[fmt.Sprintf("first-p50-%d", p)] = float64(first.Quantile(0.50))
-	b.res[fmt.Sprintf("first-p99-%d", p)] = float64(first.Quantile(0.99))
-	if p == b.cfg.posters[len(b.cfg.posters)-1] {
-		b.res["runs-per-s"] = float64(n) / elapsed.Seconds()
-		b.res["cpu-per-run"] = float64(cpu.Microseconds()) / 1000 / float64(n)
-	}
-	return nil
+	l.health = <-probed
+	return l, errors.Join(errs...)
 }
 
 // probeGap is the time between two health probes: a light load beside the
