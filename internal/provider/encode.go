@@ -448,6 +448,18 @@ func headBytes(r *Request) int64 {
 	return int64(n)
 }
 
+// StreamFirst puts "stream": true first in prefix, the start of a JSON
+// object. The SDKs set that key in the body they are given, at every
+// request, with a setter that reads the object up to the key: at the end,
+// where their own encoding has it, that meant parsing the whole history
+// again at every step. Found first, it costs nothing.
+func StreamFirst(prefix []byte) ([]byte, error) {
+	if len(prefix) == 0 || prefix[0] != '{' {
+		return nil, errors.New("encoding the request: not a JSON object")
+	}
+	return append([]byte(`{"stream":true,`), prefix[1:]...), nil
+}
+
 // SplitAround splits whole around the first mark in it: a request encoded
 // with a marker where its messages go gives the parts before and after
 // them.

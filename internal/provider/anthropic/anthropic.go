@@ -309,7 +309,12 @@ func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return provider.SplitAround(whole, mark)
+	if prefix, suffix, err = provider.SplitAround(whole, mark); err != nil {
+		return nil, nil, err
+	}
+	// See provider.StreamFirst: the SDK sets "stream" in the body.
+	prefix, err = provider.StreamFirst(prefix)
+	return prefix, suffix, err
 }
 
 // encodeBlocks is the JSON of m's content blocks as the SDK encodes them

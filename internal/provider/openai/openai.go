@@ -130,8 +130,9 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta fun
 	if err != nil {
 		return provider.Response{}, &provider.Error{Code: provider.CodeBadRequest, Message: p.name + ": " + err.Error()}
 	}
-	// The body replaces the (empty) params' encoding; the SDK then adds
-	// "stream": true to it as it would to its own.
+	// The body replaces the (empty) params' encoding; the SDK then sets
+	// "stream": true in it as it would in its own (see
+	// provider.StreamFirst).
 	reqOpts := []option.RequestOption{option.WithRequestBody("application/json", body)}
 	if p.azure {
 		reqOpts = append(reqOpts, option.WithBaseURL(azureDeploymentURL(p.baseURL, req.Model)))
@@ -345,7 +346,11 @@ func encodeHead(req provider.Request) (prefix, suffix []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return provider.SplitAround(whole, mark)
+	if prefix, suffix, err = provider.SplitAround(whole, mark); err != nil {
+		return nil, nil, err
+	}
+	prefix, err = provider.StreamFirst(prefix)
+	return prefix, suffix, err
 }
 
 // encodeMessage is the JSON of one message as the SDK encodes it within

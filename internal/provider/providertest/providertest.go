@@ -141,3 +141,20 @@ func BenchmarkRequestBody(b *testing.B, model string, sdk func(provider.Request)
 		b.Run(fmt.Sprintf("cached/messages=%d", n), step(cached))
 	}
 }
+
+// StreamFirst is an SDK's body, which ends with the "stream" key the SDK
+// appends, with that key moved to the front, where the providers put it
+// in a request with messages (see provider.StreamFirst). A quote cannot
+// start a key inside a JSON string, so a body holds `"messages":[` only
+// as the key.
+func StreamFirst(t testing.TB, body string) string {
+	t.Helper()
+	const last = `,"stream":true}`
+	if !strings.HasSuffix(body, last) {
+		t.Fatalf("the SDK did not append stream: %s", body)
+	}
+	if !strings.Contains(body, `"messages":[`) {
+		return body
+	}
+	return `{"stream":true,` + body[1:len(body)-len(last)] + "}"
+}
