@@ -110,7 +110,8 @@ type Config struct {
 	// comes back once the load is gone; nil means every IdleSweepEvery.
 	IdleSweeps <-chan time.Time
 	// ComputeSlots is how many runs may compute at once (package compute);
-	// 0 means one per CPU. Runs waiting for their models hold none.
+	// 0 means compute.Default(), one per CPU but one. Runs waiting for
+	// their models hold none.
 	ComputeSlots int
 	// Rate is each token's requests per second when RateSet (--rate; 0
 	// is unlimited), which limits the owner token too; unset, every
