@@ -1,0 +1,407 @@
+package main
+
+// The cluster phase: three `tandem serve` nodes of the measured binary on
+// one PostgreSQL database and one NATS server, -cluster-streams SSE
+// streams attached to each node over -cluster-workspaces workspaces, all
+// of them created (so owned) on node 1. Its figures:
+//
+//   - delta delivery p50/p99 to the clients, on every node, of the first
+//     workspace's streams while one of its sessions streams stamped
+//     deltas; beside it the same measure on a one-node cluster (one node
+//     on PostgreSQL and NATS as well, so that the ratio shows what the
+//     other nodes cost, not what the store does) with the same streams on
+//     its one node; the ratio is of the two p99s (target ≤ 2);
+//   - prompt accept p50/p99 of prompts POSTed to the workspace's owner and
+//     of prompts POSTed to the other nodes, which forward them to the
+//     owner over NATS, alternating; the ratio is forwarded p99 over owner
+//     p99 (target ≤ 2).
+//
+// PostgreSQL is a throwaway server started from Debian's binaries (as
+// pgtest does, or the one TANDEM_TEST_POSTGRES names), NATS runs in this
+// process from its Go module. Without PostgreSQL the phase fails, saying
+// how to get it.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tandem-dev/tandem/e2e/benchkit"
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
+)
+
+// The cluster phase's flags, registered beside main's, which parses them.
+var (
+	clusterNodes      = flag.Int("cluster-nodes", 3, "cluster phase: nodes of the cluster")
+	clusterStreams    = flag.Int("cluster-streams", 1000, "cluster phase: SSE streams attached to each node")
+	clusterWorkspaces = flag.Int("cluster-workspaces", 4, "cluster phase: workspaces the streams are spread over")
+	clusterPrompts    = flag.Int("cluster-prompts", 400, "cluster phase: prompts timed, half to the owner, half to the other nodes")
+	clusterPosters    = flag.Int("cluster-posters", 4, "cluster phase: posters sending those prompts, each waiting for its run to end")
+	clusterDeltas     = flag.Int("cluster-deltas", 200, "cluster phase: stamped deltas streamed for delta delivery")
+	clusterDebug      = flag.Bool("cluster-debug", false, "cluster phase: serve each node's profiles (--debug-addr) and print where")
+)
+
+func clusterMetrics(config) []metric {
+	n := *clusterNodes
+	return []metric{
+		{"cluster-delta-p50-1", "cluster: delta delivery p50, 1 node", "ns"},
+		{"cluster-delta-p99-1", "cluster: delta delivery p99, 1 node", "ns"},
+		{"cluster-delta-p50-n", fmt.Sprintf("cluster: delta delivery p50, %d nodes", n), "ns"},
+		{"cluster-delta-p99-n", fmt.Sprintf("cluster: delta delivery p99, %d nodes", n), "ns"},
+		{"cluster-delta-p99-remote", "cluster: delta delivery p99, the other nodes' clients", "ns"},
+		{"cluster-delta-ratio", fmt.Sprintf("cluster: delta p99, %d nodes / 1 node (target ≤ 2)", n), "×"},
+		{"cluster-accept-p50-1", "cluster: prompt accept p50, 1 node", "ns"},
+		{"cluster-accept-p99-1", "cluster: prompt accept p99, 1 node", "ns"},
+		{"cluster-accept-p50-owner", "cluster: prompt accept p50, sent to the owner", "ns"},
+		{"cluster-accept-p99-owner", "cluster: prompt accept p99, sent to the owner", "ns"},
+		{"cluster-accept-p50-fwd", "cluster: prompt accept p50, sent to another node", "ns"},
+		{"cluster-accept-p99-fwd", "cluster: prompt accept p99, sent to another node", "ns"},
+		{"cluster-accept-ratio", "cluster: accept p99, another node / owner (target ≤ 2)", "×"},
+	}
+}
+
+// runCluster measures a one-node cluster, then a cluster of
+// -cluster-nodes, on one PostgreSQL server (a database each) and a NATS
+// server each.
+func runCluster(cfg config, bin, modelURL string, res result) error {
+	if *clusterNodes < 2 || *clusterStreams < 1 || *clusterWorkspaces < 1 || *clusterPrompts < 2 || *clusterPosters < 1 || *clusterDeltas < 1 {
+		return errors.New("bad -cluster-* flags: at least 2 nodes, 1 stream, 1 workspace, 2 prompts, 1 poster, 1 delta")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		return fmt.Errorf("the cluster phase needs PostgreSQL: %w\n"+
+			"Install it (Debian: apt-get install postgresql) so loadbench can start a throwaway server, "+
+			"or set %s to the URL of a server whose role may create databases", err, pgtest.EnvURL)
+	}
+	defer func() {
+		if err := pg.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "loadbench: stop PostgreSQL: %v\n", err)
+		}
+	}()
+	for _, n := range []int{1, *clusterNodes} {
+		fmt.Fprintf(os.Stderr, "phase: cluster of %d node(s), %d streams each\n", n, *clusterStreams)
+		if err := measureCluster(cfg, bin, modelURL, pg, n, res); err != nil {
+			return fmt.Errorf("%d node(s): %w", n, err)
+		}
+	}
+	res["cluster-delta-ratio"] = res["cluster-delta-p99-n"] / res["cluster-delta-p99-1"]
+	res["cluster-accept-ratio"] = res["cluster-accept-p99-fwd"] / res["cluster-accept-p99-owner"]
+	return nil
+}
+
+// cluster is n nodes on one database and one NATS server.
+type cluster struct {
+	nodes   []*server
+	clients []*client
+	stop    []func()
+}
+
+func (c *cluster) close() {
+	for _, cl := range c.clients {
+		cl.close()
+	}
+	for i := len(c.stop) - 1; i >= 0; i-- {
+		c.stop[i]()
+	}
+}
+
+func startCluster(bin, modelURL string, pg *pgtest.Server, n int) (_ *cluster, err error) {
+	c := &cluster{}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pg.CreateDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.stop = append(c.stop, func() { _ = pg.DropDatabase(context.Background(), db) })
+	ns, err := startNATS()
+	if err != nil {
+		return nil, err
+	}
+	c.stop = append(c.stop, ns.stop)
+	// One after the other: the first creates the tables.
+	for i := range n {
+		env := []string{"TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.url, "TANDEM_NODE_ID=loadbench-" + strconv.Itoa(i+1)}
+		if *clusterDebug {
+			env = append(env, "TANDEM_DEBUG_ADDR=127.0.0.1:0")
+		}
+		srv, err := startServer(bin, modelURL, env...)
+		if err != nil {
+			return nil, err
+		}
+		if *clusterDebug {
+			fmt.Fprintf(os.Stderr, "node %d: %s, log %s/server.log (the debug address is in it)\n", i+1, srv.url, srv.dir)
+		}
+		c.nodes = append(c.nodes, srv)
+		c.stop = append(c.stop, srv.stop)
+		c.clients = append(c.clients, newClient(srv))
+	}
+	return c, nil
+}
+
+// natsServer is a NATS server with JetStream in this process.
+type natsServer struct {
+	srv *natsserver.Server
+	url string
+	dir string
+}
+
+func startNATS() (*natsServer, error) {
+	dir, err := os.MkdirTemp("", "loadbench-nats-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: dir,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		os.RemoveAll(dir)
+		return nil, errors.New("nats server did not start within 10 s")
+	}
+	return &natsServer{srv: s, url: s.ClientURL(), dir: dir}, nil
+}
+
+func (n *natsServer) stop() {
+	n.srv.Shutdown()
+	n.srv.WaitForShutdown()
+	os.RemoveAll(n.dir)
+}
+
+// measureCluster starts n nodes, attaches the streams, times the prompts,
+// then the delta delivery, and records the figures of n nodes (1, or the
+// cluster's).
+func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, n int, res result) error {
+	c, err := startCluster(bin, modelURL, pg, n)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var dirs []string
+	defer func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}()
+	// Every workspace is created on node 1, which so takes (owns) it.
+	wss := make([]string, *clusterWorkspaces)
+	for i := range wss {
+		d, err := os.MkdirTemp("", "loadbench-ws-")
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, d)
+		if wss[i], err = c.clients[0].workspace(d); err != nil {
+			return err
+		}
+	}
+	measured := wss[0]
+	follower, err := c.clients[0].open(measured)
+	if err != nil {
+		return err
+	}
+	tracker := &runs{m: map[string]*runState{}}
+	followed := make(chan struct{})
+	go func() { defer close(followed); tracker.follow(follower) }()
+	defer func() { follower.conn.Close(); <-followed }()
+
+	// The streams, round robin over the workspaces on each node; those of
+	// the measured workspace read its deltas.
+	var (
+		readers []*reader
+		remote  int // readers[remote:] are on nodes other than the owner
+		all     []*stream
+		reading sync.WaitGroup
+	)
+	defer func() {
+		closeStreams(all)
+		reading.Wait()
+	}()
+	for node, cl := range c.clients {
+		if node == 1 {
+			remote = len(readers)
+		}
+		for w, ws := range wss {
+			k := *clusterStreams / len(wss)
+			if w < *clusterStreams%len(wss) {
+				k++
+			}
+			ss, err := (&bench{c: cl, ws: ws}).openStreams(k)
+			if err != nil {
+				return fmt.Errorf("open streams on node %d: %w", node+1, err)
+			}
+			all = append(all, ss...)
+			if ws != measured {
+				continue // idle: the server holds them, nothing reads them
+			}
+			for _, s := range ss {
+				rd := &reader{s: s}
+				readers = append(readers, rd)
+				reading.Go(rd.read)
+			}
+		}
+	}
+	if n == 1 {
+		remote = len(readers)
+	}
+
+	if err := clusterAccept(c, tracker, measured, n, res); err != nil {
+		return err
+	}
+	return clusterDelivery(cfg, c, tracker, measured, readers, &reading, remote, n, res)
+}
+
+// clusterAccept times -cluster-prompts fast prompts, each poster on a
+// session of its own posting its next prompt once its run completed. On
+// a cluster every other prompt goes to a node that is not the owner
+// (these in turn), the others to the owner (node 1).
+func clusterAccept(c *cluster, tracker *runs, ws string, n int, res result) error {
+	// Warm up every path (connections, the owner's lookups) untimed.
+	for node := range c.clients {
+		if _, err := clusterPrompt(c.clients[node], tracker, ws, ""); err != nil {
+			return err
+		}
+	}
+	var (
+		mu         sync.Mutex
+		owner, fwd benchkit.Hist
+		wg         sync.WaitGroup
+		errs       = make([]error, *clusterPosters)
+	)
+	per := *clusterPrompts / *clusterPosters
+	for p := range *clusterPosters {
+		sid, err := c.clients[0].session(ws)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			var own, other benchkit.Hist
+			for i := range per {
+				// Poster p starts at a different place in the cycle, so
+				// that both kinds are in flight at once.
+				k := p + i
+				node := 0
+				if n > 1 && k%2 == 1 {
+					node = 1 + (k/2)%(n-1)
+				}
+				d, err := clusterPrompt(c.clients[node], tracker, ws, sid)
+				if err != nil {
+					errs[p] = fmt.Errorf("prompt to node %d: %w", node+1, err)
+					return
+				}
+				if node == 0 {
+					own.Add(int64(d))
+				} else {
+					other.Add(int64(d))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			owner.Merge(&own)
+			fwd.Merge(&other)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if n == 1 {
+		res["cluster-accept-p50-1"] = float64(owner.Quantile(0.50))
+		res["cluster-accept-p99-1"] = float64(owner.Quantile(0.99))
+		return nil
+	}
+	res["cluster-accept-p50-owner"] = float64(owner.Quantile(0.50))
+	res["cluster-accept-p99-owner"] = float64(owner.Quantile(0.99))
+	res["cluster-accept-p50-fwd"] = float64(fwd.Quantile(0.50))
+	res["cluster-accept-p99-fwd"] = float64(fwd.Quantile(0.99))
+	return nil
+}
+
+// clusterPrompt posts a fast prompt (on a new session when sid is empty)
+// through cl, waits for its run to complete and returns how long the POST
+// took to be accepted.
+func clusterPrompt(cl *client, tracker *runs, ws, sid string) (time.Duration, error) {
+	if sid == "" {
+		var err error
+		if sid, err = cl.session(ws); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	id, err := cl.prompt(ws, sid, "fast")
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	_, _, err = tracker.wait(ctx, id)
+	return took, err
+}
+
+// clusterDelivery streams -cluster-deltas stamped deltas on a session of
+// the owner and records their delivery to every reader.
+func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers []*reader, reading *sync.WaitGroup, remote, n int, res result) error {
+	sid, err := c.clients[0].session(ws)
+	if err != nil {
+		return err
+	}
+	id, err := c.clients[0].prompt(ws, sid, fmt.Sprintf("paced %d %s", *clusterDeltas, cfg.gap))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	if _, _, err := tracker.wait(ctx, id); err != nil {
+		return err
+	}
+	for _, rd := range readers {
+		for rd.n.Load() < int64(*clusterDeltas) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("a client got %d of %d deltas: %w", rd.n.Load(), *clusterDeltas, errTimeout)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	// The readers' histograms are theirs until they end: end them.
+	for _, rd := range readers {
+		rd.s.conn.Close()
+	}
+	reading.Wait()
+	var everyone, others benchkit.Hist
+	for i, rd := range readers {
+		everyone.Merge(&rd.hist)
+		if i >= remote {
+			others.Merge(&rd.hist)
+		}
+	}
+	key := "n"
+	if n == 1 {
+		key = "1"
+	}
+	res["cluster-delta-p50-"+key] = float64(everyone.Quantile(0.50))
+	res["cluster-delta-p99-"+key] = float64(everyone.Quantile(0.99))
+	if n > 1 {
+		res["cluster-delta-p99-remote"] = float64(others.Quantile(0.99))
+	}
+	return nil
+}
