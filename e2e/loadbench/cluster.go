@@ -49,14 +49,20 @@ var (
 )
 
 func clusterMetrics(config) []metric {
-	n := *clusterNodes
+	n, all := *clusterNodes, *clusterNodes**clusterStreams
 	return []metric{
-		{"cluster-delta-p50-1", "cluster: delta delivery p50, 1 node", "ns"},
-		{"cluster-delta-p99-1", "cluster: delta delivery p99, 1 node", "ns"},
-		{"cluster-delta-p50-n", fmt.Sprintf("cluster: delta delivery p50, %d nodes", n), "ns"},
-		{"cluster-delta-p99-n", fmt.Sprintf("cluster: delta delivery p99, %d nodes", n), "ns"},
+		{"cluster-delta-p50-1", fmt.Sprintf("cluster: delta delivery p50, 1 node, %d streams", *clusterStreams), "ns"},
+		{"cluster-delta-p99-1", fmt.Sprintf("cluster: delta delivery p99, 1 node, %d streams", *clusterStreams), "ns"},
+		{"cluster-delta-p50-all", fmt.Sprintf("cluster: delta delivery p50, 1 node, %d streams", all), "ns"},
+		{"cluster-delta-p99-all", fmt.Sprintf("cluster: delta delivery p99, 1 node, %d streams", all), "ns"},
+		{"cluster-delta-p50-n", fmt.Sprintf("cluster: delta delivery p50, %d nodes, %d streams each", n, *clusterStreams), "ns"},
+		{"cluster-delta-p99-n", fmt.Sprintf("cluster: delta delivery p99, %d nodes, %d streams each", n, *clusterStreams), "ns"},
 		{"cluster-delta-p99-remote", "cluster: delta delivery p99, the other nodes' clients", "ns"},
-		{"cluster-delta-ratio", fmt.Sprintf("cluster: delta p99, %d nodes / 1 node (target ≤ 2)", n), "×"},
+		{"cluster-delta-ratio", fmt.Sprintf("cluster: delta p99, %d nodes / 1 node of %d streams (target ≤ 2)", n, *clusterStreams), "×"},
+		{"cluster-delta-ratio-all", fmt.Sprintf("cluster: delta p99, %d nodes / 1 node of %d streams (same clients)", n, all), "×"},
+		{"cluster-cpu-1", fmt.Sprintf("cluster: server CPU per delta per client, 1 node, %d streams", *clusterStreams), "µs"},
+		{"cluster-cpu-all", fmt.Sprintf("cluster: server CPU per delta per client, 1 node, %d streams", all), "µs"},
+		{"cluster-cpu-n", fmt.Sprintf("cluster: server CPU per delta per client, %d nodes", n), "µs"},
 		{"cluster-accept-p50-1", "cluster: prompt accept p50, 1 node", "ns"},
 		{"cluster-accept-p99-1", "cluster: prompt accept p99, 1 node", "ns"},
 		{"cluster-accept-p50-owner", "cluster: prompt accept p50, sent to the owner", "ns"},
@@ -65,6 +71,14 @@ func clusterMetrics(config) []metric {
 		{"cluster-accept-p99-fwd", "cluster: prompt accept p99, sent to another node", "ns"},
 		{"cluster-accept-ratio", "cluster: accept p99, another node / owner (target ≤ 2)", "×"},
 	}
+}
+
+// clusterCase is one cluster the phase measures: nodes nodes with streams
+// streams each, its figures under key.
+type clusterCase struct {
+	nodes, streams int
+	key            string
+	accept         bool // time prompts too
 }
 
 // runCluster measures a one-node cluster, then a cluster of
@@ -85,13 +99,21 @@ func runCluster(cfg config, bin, modelURL string, res result) error {
 			fmt.Fprintf(os.Stderr, "loadbench: stop PostgreSQL: %v\n", err)
 		}
 	}()
-	for _, n := range []int{1, *clusterNodes} {
-		fmt.Fprintf(os.Stderr, "phase: cluster of %d node(s), %d streams each\n", n, *clusterStreams)
-		if err := measureCluster(cfg, bin, modelURL, pg, n, res); err != nil {
-			return fmt.Errorf("%d node(s): %w", n, err)
+	// One node with one node's clients, one node with the whole
+	// cluster's, and the cluster: on a host whose cores the nodes share,
+	// the second is the same work on one node.
+	for _, cc := range []clusterCase{
+		{nodes: 1, streams: *clusterStreams, key: "1", accept: true},
+		{nodes: 1, streams: *clusterNodes * *clusterStreams, key: "all"},
+		{nodes: *clusterNodes, streams: *clusterStreams, key: "n", accept: true},
+	} {
+		fmt.Fprintf(os.Stderr, "phase: cluster of %d node(s), %d streams each\n", cc.nodes, cc.streams)
+		if err := measureCluster(cfg, bin, modelURL, pg, cc, res); err != nil {
+			return fmt.Errorf("%d node(s): %w", cc.nodes, err)
 		}
 	}
 	res["cluster-delta-ratio"] = res["cluster-delta-p99-n"] / res["cluster-delta-p99-1"]
+	res["cluster-delta-ratio-all"] = res["cluster-delta-p99-n"] / res["cluster-delta-p99-all"]
 	res["cluster-accept-ratio"] = res["cluster-accept-p99-fwd"] / res["cluster-accept-p99-owner"]
 	return nil
 }
@@ -110,6 +132,15 @@ func (c *cluster) close() {
 	for i := len(c.stop) - 1; i >= 0; i-- {
 		c.stop[i]()
 	}
+}
+
+// cpu is the CPU time the nodes have used.
+func (c *cluster) cpu() time.Duration {
+	var sum time.Duration
+	for _, s := range c.nodes {
+		sum += s.cpu()
+	}
+	return sum
 }
 
 func startCluster(bin, modelURL string, pg *pgtest.Server, n int) (_ *cluster, err error) {
@@ -186,11 +217,10 @@ func (n *natsServer) stop() {
 	os.RemoveAll(n.dir)
 }
 
-// measureCluster starts n nodes, attaches the streams, times the prompts,
-// then the delta delivery, and records the figures of n nodes (1, or the
-// cluster's).
-func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, n int, res result) error {
-	c, err := startCluster(bin, modelURL, pg, n)
+// measureCluster starts the case's nodes, attaches the streams, times the
+// prompts, then the delta delivery, and records the case's figures.
+func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, cc clusterCase, res result) error {
+	c, err := startCluster(bin, modelURL, pg, cc.nodes)
 	if err != nil {
 		return err
 	}
@@ -240,8 +270,8 @@ func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, n int, 
 			remote = len(readers)
 		}
 		for w, ws := range wss {
-			k := *clusterStreams / len(wss)
-			if w < *clusterStreams%len(wss) {
+			k := cc.streams / len(wss)
+			if w < cc.streams%len(wss) {
 				k++
 			}
 			ss, err := (&bench{c: cl, ws: ws}).openStreams(k)
@@ -259,27 +289,31 @@ func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, n int, 
 			}
 		}
 	}
-	if n == 1 {
+	if cc.nodes == 1 {
 		remote = len(readers)
 	}
 
-	if err := clusterAccept(c, tracker, measured, n, res); err != nil {
+	if err := clusterAccept(c, tracker, measured, cc, res); err != nil {
 		return err
 	}
-	return clusterDelivery(cfg, c, tracker, measured, readers, &reading, remote, n, res)
+	return clusterDelivery(cfg, c, tracker, measured, readers, &reading, remote, cc.key, res)
 }
 
 // clusterAccept times -cluster-prompts fast prompts, each poster on a
 // session of its own posting its next prompt once its run completed. On
 // a cluster every other prompt goes to a node that is not the owner
 // (these in turn), the others to the owner (node 1).
-func clusterAccept(c *cluster, tracker *runs, ws string, n int, res result) error {
+func clusterAccept(c *cluster, tracker *runs, ws string, cc clusterCase, res result) error {
 	// Warm up every path (connections, the owner's lookups) untimed.
 	for node := range c.clients {
 		if _, err := clusterPrompt(c.clients[node], tracker, ws, ""); err != nil {
 			return err
 		}
 	}
+	if !cc.accept {
+		return nil
+	}
+	n := cc.nodes
 	var (
 		mu         sync.Mutex
 		owner, fwd benchkit.Hist
@@ -359,11 +393,12 @@ func clusterPrompt(cl *client, tracker *runs, ws, sid string) (time.Duration, er
 
 // clusterDelivery streams -cluster-deltas stamped deltas on a session of
 // the owner and records their delivery to every reader.
-func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers []*reader, reading *sync.WaitGroup, remote, n int, res result) error {
+func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers []*reader, reading *sync.WaitGroup, remote int, key string, res result) error {
 	sid, err := c.clients[0].session(ws)
 	if err != nil {
 		return err
 	}
+	cpu := c.cpu()
 	id, err := c.clients[0].prompt(ws, sid, fmt.Sprintf("paced %d %s", *clusterDeltas, cfg.gap))
 	if err != nil {
 		return err
@@ -382,6 +417,7 @@ func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers [
 			}
 		}
 	}
+	res["cluster-cpu-"+key] = float64((c.cpu()-cpu).Microseconds()) / float64(*clusterDeltas*len(readers))
 	// The readers' histograms are theirs until they end: end them.
 	for _, rd := range readers {
 		rd.s.conn.Close()
@@ -394,13 +430,9 @@ func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers [
 			others.Merge(&rd.hist)
 		}
 	}
-	key := "n"
-	if n == 1 {
-		key = "1"
-	}
 	res["cluster-delta-p50-"+key] = float64(everyone.Quantile(0.50))
 	res["cluster-delta-p99-"+key] = float64(everyone.Quantile(0.99))
-	if n > 1 {
+	if remote < len(readers) {
 		res["cluster-delta-p99-remote"] = float64(others.Quantile(0.99))
 	}
 	return nil
