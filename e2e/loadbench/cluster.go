@@ -17,18 +17,22 @@ package main
 //     p99 (target ≤ 2).
 //
 // PostgreSQL is a throwaway server started from Debian's binaries (as
-// pgtest does, or the one TANDEM_TEST_POSTGRES names), NATS runs in this
-// process from its Go module. Without PostgreSQL the phase fails, saying
+// pgtest does, or the one TANDEM_TEST_POSTGRES names), NATS from its Go
+// module in a child process of this program. Without PostgreSQL the phase fails, saying
 // how to get it.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -182,38 +186,111 @@ func startCluster(bin, modelURL string, pg *pgtest.Server, n int) (_ *cluster, e
 	return c, nil
 }
 
-// natsServer is a NATS server with JetStream in this process.
+// natsServer is a NATS server with JetStream in a process of its own, as
+// a deployment runs it: in this one, its goroutines would wait behind the
+// thousands of clients' for this process's threads, and every event and
+// forwarded command crossing it would wait with them. The process is this
+// program again, which runs the server instead when natsEnv names a
+// directory for it.
 type natsServer struct {
-	srv *natsserver.Server
-	url string
-	dir string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	url  string
+	dir  string
+	exit chan error
 }
 
-func startNATS() (*natsServer, error) {
-	dir, err := os.MkdirTemp("", "loadbench-nats-")
-	if err != nil {
-		return nil, err
+// natsEnv names the directory of the NATS server a child runs.
+const natsEnv = "LOADBENCH_NATS_DIR"
+
+func init() {
+	if dir := os.Getenv(natsEnv); dir != "" {
+		if err := serveNATS(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "loadbench nats: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+}
+
+// serveNATS runs the child's NATS server, prints its URL and serves until
+// its standard input ends (the parent closed it, or died).
+func serveNATS(dir string) error {
 	s, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: dir,
 	})
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("nats server: %w", err)
+		return err
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		os.RemoveAll(dir)
-		return nil, errors.New("nats server did not start within 10 s")
+		return errors.New("not ready within 10 s")
 	}
-	return &natsServer{srv: s, url: s.ClientURL(), dir: dir}, nil
+	fmt.Println(s.ClientURL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	s.Shutdown()
+	s.WaitForShutdown()
+	return nil
 }
 
+func startNATS() (*natsServer, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "loadbench-nats-")
+	if err != nil {
+		return nil, err
+	}
+	n := &natsServer{cmd: exec.Command(self), dir: dir, exit: make(chan error, 1)}
+	n.cmd.Env = append(os.Environ(), natsEnv+"="+dir)
+	n.cmd.Stderr = os.Stderr
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if n.in, err = n.cmd.StdinPipe(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	out, err := n.cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := n.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start nats server: %w", err)
+	}
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			url <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+		n.exit <- n.cmd.Wait()
+	}()
+	select {
+	case n.url = <-url:
+		return n, nil
+	case err := <-n.exit:
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("nats server exited: %v", err)
+	case <-time.After(30 * time.Second):
+		n.stop()
+		return nil, errors.New("nats server did not start within 30 s")
+	}
+}
+
+// stop ends the server (its standard input closed) and removes its data.
 func (n *natsServer) stop() {
-	n.srv.Shutdown()
-	n.srv.WaitForShutdown()
+	n.in.Close()
+	select {
+	case <-n.exit:
+	case <-time.After(15 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.exit
+	}
 	os.RemoveAll(n.dir)
 }
 
