@@ -494,7 +494,7 @@ func clusterDelivery(cfg config, c *cluster, tracker *runs, ws string, readers [
 			}
 		}
 	}
-	res["cluster-cpu-"+key] = float64((c.cpu()-cpu).Microseconds()) / float64(*clusterDeltas*len(readers))
+	res["cluster-cpu-"+key] = float64((c.cpu() - cpu).Microseconds()) / float64(*clusterDeltas*len(readers))
 	// The readers' histograms are theirs until they end: end them.
 	for _, rd := range readers {
 		rd.s.conn.Close()
