@@ -30,7 +30,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,7 +51,7 @@ var (
 	clusterPrompts    = flag.Int("cluster-prompts", 400, "cluster phase: prompts timed, half to the owner, half to the other nodes")
 	clusterPosters    = flag.Int("cluster-posters", 4, "cluster phase: posters sending those prompts, each waiting for its run to end")
 	clusterDeltas     = flag.Int("cluster-deltas", 200, "cluster phase: stamped deltas streamed for delta delivery")
-	clusterDebug      = flag.Bool("cluster-debug", false, "cluster phase: serve each node's profiles (--debug-addr) and print where")
+	clusterDebug      = flag.Bool("cluster-debug", false, "cluster phase: serve each node's profiles (--debug-addr) and print where (also when TANDEM_DEBUG_ADDR is set)")
 )
 
 func clusterMetrics(config) []metric {
@@ -166,24 +168,41 @@ func startCluster(bin, modelURL string, pg *pgtest.Server, n int) (_ *cluster, e
 		return nil, err
 	}
 	c.stop = append(c.stop, ns.stop)
+	// A debug address in the environment would be every node's: each
+	// gets one of its own instead.
+	debug := *clusterDebug || os.Getenv("TANDEM_DEBUG_ADDR") != ""
 	// One after the other: the first creates the tables.
 	for i := range n {
 		env := []string{"TANDEM_STORE=" + db, "TANDEM_BUS=" + ns.url, "TANDEM_NODE_ID=loadbench-" + strconv.Itoa(i+1)}
-		if *clusterDebug {
+		if debug {
 			env = append(env, "TANDEM_DEBUG_ADDR=127.0.0.1:0")
 		}
 		srv, err := startServer(bin, modelURL, env...)
 		if err != nil {
 			return nil, err
 		}
-		if *clusterDebug {
-			fmt.Fprintf(os.Stderr, "node %d: %s, log %s/server.log (the debug address is in it)\n", i+1, srv.url, srv.dir)
+		if debug {
+			fmt.Fprintf(os.Stderr, "node %d: %s, profiles on http://%s/debug/pprof/\n", i+1, srv.url, debugAddr(srv))
 		}
 		c.nodes = append(c.nodes, srv)
 		c.stop = append(c.stop, srv.stop)
 		c.clients = append(c.clients, newClient(srv))
 	}
 	return c, nil
+}
+
+// debugAddr is where srv serves its profiles, as its log says.
+func debugAddr(srv *server) string {
+	log, _ := os.ReadFile(filepath.Join(srv.dir, "server.log"))
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, "serving runtime profiles") {
+			continue
+		}
+		if _, addr, ok := strings.Cut(line, "addr="); ok {
+			return strings.Fields(addr)[0]
+		}
+	}
+	return "(not in its log)"
 }
 
 // natsServer is a NATS server with JetStream in a process of its own, as
