@@ -340,14 +340,11 @@ func measureCluster(cfg config, bin, modelURL string, pg *pgtest.Server, cc clus
 		}
 	}
 	measured := wss[0]
-	follower, err := c.clients[0].open(measured)
+	tracker, unfollow, err := followRuns(c.clients[0], measured)
 	if err != nil {
 		return err
 	}
-	tracker := &runs{m: map[string]*runState{}}
-	followed := make(chan struct{})
-	go func() { defer close(followed); tracker.follow(follower) }()
-	defer func() { follower.conn.Close(); <-followed }()
+	defer unfollow()
 
 	// The streams, round robin over the workspaces on each node; those of
 	// the measured workspace read its deltas.
