@@ -34,7 +34,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -233,7 +232,8 @@ func init() {
 }
 
 // serveNATS runs the child's NATS server, prints its URL and serves until
-// its standard input ends (the parent closed it, or died).
+// its standard input ends: the parent closed it, or died, which closes it
+// too, so no server outlives its loadbench.
 func serveNATS(dir string) error {
 	s, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
@@ -266,7 +266,6 @@ func startNATS() (*natsServer, error) {
 	n := &natsServer{cmd: exec.Command(self), dir: dir, exit: make(chan error, 1)}
 	n.cmd.Env = append(os.Environ(), natsEnv+"="+dir)
 	n.cmd.Stderr = os.Stderr
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if n.in, err = n.cmd.StdinPipe(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
