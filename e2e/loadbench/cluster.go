@@ -7,10 +7,12 @@ package main
 //
 //   - delta delivery p50/p99 to the clients, on every node, of the first
 //     workspace's streams while one of its sessions streams stamped
-//     deltas; beside it the same measure on a one-node cluster (one node
+//     deltas, beside the same measure on two one-node clusters (one node
 //     on PostgreSQL and NATS as well, so that the ratio shows what the
-//     other nodes cost, not what the store does) with the same streams on
-//     its one node; the ratio is of the two p99s (target ≤ 2);
+//     other nodes cost, not what the store does): one with one node's
+//     streams (the target's baseline: cluster p99 ≤ 2× its p99) and one
+//     with the whole cluster's, the same work where the nodes share the
+//     host's cores; and the servers' CPU per delta per client;
 //   - prompt accept p50/p99 of prompts POSTed to the workspace's owner and
 //     of prompts POSTed to the other nodes, which forward them to the
 //     owner over NATS, alternating; the ratio is forwarded p99 over owner
@@ -18,8 +20,8 @@ package main
 //
 // PostgreSQL is a throwaway server started from Debian's binaries (as
 // pgtest does, or the one TANDEM_TEST_POSTGRES names), NATS from its Go
-// module in a child process of this program. Without PostgreSQL the phase fails, saying
-// how to get it.
+// module in a child process of this program. Without PostgreSQL the phase
+// fails, saying how to get it.
 
 import (
 	"bufio"
