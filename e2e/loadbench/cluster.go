@@ -70,8 +70,10 @@ func clusterMetrics(config) []metric {
 		{"cluster-cpu-1", fmt.Sprintf("cluster: server CPU per delta per client, 1 node, %d streams", *clusterStreams), "µs"},
 		{"cluster-cpu-all", fmt.Sprintf("cluster: server CPU per delta per client, 1 node, %d streams", all), "µs"},
 		{"cluster-cpu-n", fmt.Sprintf("cluster: server CPU per delta per client, %d nodes", n), "µs"},
-		{"cluster-accept-p50-1", "cluster: prompt accept p50, 1 node", "ns"},
-		{"cluster-accept-p99-1", "cluster: prompt accept p99, 1 node", "ns"},
+		{"cluster-accept-p50-1", fmt.Sprintf("cluster: prompt accept p50, 1 node, %d streams", *clusterStreams), "ns"},
+		{"cluster-accept-p99-1", fmt.Sprintf("cluster: prompt accept p99, 1 node, %d streams", *clusterStreams), "ns"},
+		{"cluster-accept-p50-all", fmt.Sprintf("cluster: prompt accept p50, 1 node, %d streams", all), "ns"},
+		{"cluster-accept-p99-all", fmt.Sprintf("cluster: prompt accept p99, 1 node, %d streams", all), "ns"},
 		{"cluster-accept-p50-owner", "cluster: prompt accept p50, sent to the owner", "ns"},
 		{"cluster-accept-p99-owner", "cluster: prompt accept p99, sent to the owner", "ns"},
 		{"cluster-accept-p50-fwd", "cluster: prompt accept p50, sent to another node", "ns"},
@@ -85,7 +87,6 @@ func clusterMetrics(config) []metric {
 type clusterCase struct {
 	nodes, streams int
 	key            string
-	accept         bool // time prompts too
 }
 
 // runCluster measures a one-node cluster, then a cluster of
@@ -110,9 +111,9 @@ func runCluster(cfg config, bin, modelURL string, res result) error {
 	// cluster's, and the cluster: on a host whose cores the nodes share,
 	// the second is the same work on one node.
 	for _, cc := range []clusterCase{
-		{nodes: 1, streams: *clusterStreams, key: "1", accept: true},
+		{nodes: 1, streams: *clusterStreams, key: "1"},
 		{nodes: 1, streams: *clusterNodes * *clusterStreams, key: "all"},
-		{nodes: *clusterNodes, streams: *clusterStreams, key: "n", accept: true},
+		{nodes: *clusterNodes, streams: *clusterStreams, key: "n"},
 	} {
 		fmt.Fprintf(os.Stderr, "phase: cluster of %d node(s), %d streams each\n", cc.nodes, cc.streams)
 		if err := measureCluster(cfg, bin, modelURL, pg, cc, res); err != nil {
@@ -404,9 +405,6 @@ func clusterAccept(c *cluster, tracker *runs, ws string, cc clusterCase, res res
 			return err
 		}
 	}
-	if !cc.accept {
-		return nil
-	}
 	n := cc.nodes
 	var (
 		mu         sync.Mutex
@@ -452,8 +450,8 @@ func clusterAccept(c *cluster, tracker *runs, ws string, cc clusterCase, res res
 		return err
 	}
 	if n == 1 {
-		res["cluster-accept-p50-1"] = float64(owner.Quantile(0.50))
-		res["cluster-accept-p99-1"] = float64(owner.Quantile(0.99))
+		res["cluster-accept-p50-"+cc.key] = float64(owner.Quantile(0.50))
+		res["cluster-accept-p99-"+cc.key] = float64(owner.Quantile(0.99))
 		return nil
 	}
 	res["cluster-accept-p50-owner"] = float64(owner.Quantile(0.50))
