@@ -163,6 +163,19 @@ func (r *runs) drop(id string) {
 	delete(r.m, id)
 }
 
+// followRuns opens a stream of the workspace through c and follows its
+// runs on it until stop is called.
+func followRuns(c *client, wsID string) (r *runs, stop func(), err error) {
+	s, err := c.open(wsID)
+	if err != nil {
+		return nil, nil, err
+	}
+	r = &runs{m: map[string]*runState{}}
+	followed := make(chan struct{})
+	go func() { defer close(followed); r.follow(s) }()
+	return r, func() { s.conn.Close(); <-followed }, nil
+}
+
 // follow reads s until it ends.
 func (r *runs) follow(s *stream) {
 	var event string

@@ -317,14 +317,11 @@ func measureShared(cfg config, bin, modelURL string, res result) error {
 		return err
 	}
 	// One stream follows every run, as a user's UI does.
-	follower, err := c.open(wsID)
+	tracker, unfollow, err := followRuns(c, wsID)
 	if err != nil {
 		return err
 	}
-	tracker := &runs{m: map[string]*runState{}}
-	followed := make(chan struct{})
-	go func() { defer close(followed); tracker.follow(follower) }()
-	defer func() { follower.conn.Close(); <-followed }()
+	defer unfollow()
 	b := &bench{cfg: cfg, c: c, srv: srv, ws: wsID, runs: tracker, res: res}
 
 	// Warm up, then idle.

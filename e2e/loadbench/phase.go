@@ -10,7 +10,10 @@ type ownPhase struct {
 }
 
 // ownPhases run after the single-server phases, in this order.
-var ownPhases = []ownPhase{historyPhase}
+var ownPhases = []ownPhase{
+	historyPhase,
+	{name: "cluster", run: runCluster, metrics: clusterMetrics},
+}
 
 // phaseNames lists every phase -phase accepts.
 func phaseNames() []string {

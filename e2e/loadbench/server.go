@@ -26,7 +26,9 @@ type server struct {
 
 const token = "loadbench-token"
 
-func startServer(bin, modelURL string) (*server, error) {
+// startServer starts bin with env added to its environment (a cluster
+// node's store, bus and node id).
+func startServer(bin, modelURL string, env ...string) (*server, error) {
 	dir, err := os.MkdirTemp("", "tandem-loadbench-")
 	if err != nil {
 		return nil, err
@@ -36,6 +38,7 @@ func startServer(bin, modelURL string) (*server, error) {
 	cmd.Env = append(os.Environ(),
 		"OPENAI_API_KEY=loadbench", "OPENAI_BASE_URL="+modelURL+"/v1",
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"))
+	cmd.Env = append(cmd.Env, env...)
 	// The server's log goes to a file, shown if it fails to start.
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
