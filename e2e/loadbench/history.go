@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/google/uuid"
@@ -44,31 +43,12 @@ var historyPhase = ownPhase{
 }
 
 func runHistory(cfg config, bin, modelURL string, res result) error {
-	srv, err := startServer(bin, modelURL)
+	b, end, err := startBench(cfg, bin, modelURL, res)
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	c := newClient(srv)
-	defer c.close()
-	dir, err := os.MkdirTemp("", "loadbench-ws-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	ws, err := c.workspace(dir)
-	if err != nil {
-		return err
-	}
-	follower, err := c.open(ws)
-	if err != nil {
-		return err
-	}
-	tracker := &runs{m: map[string]*runState{}}
-	followed := make(chan struct{})
-	go func() { defer close(followed); tracker.follow(follower) }()
-	defer func() { follower.conn.Close(); <-followed }()
-	b := &bench{cfg: cfg, c: c, srv: srv, ws: ws, runs: tracker, res: res}
+	defer end()
+	c, ws := b.c, b.ws
 
 	short, err := c.importSession(ws, shortHistory)
 	if err != nil {

@@ -298,31 +298,44 @@ func measure(cfg config, bin, modelURL string) (result, error) {
 	return res, nil
 }
 
-// measureShared runs the single-server phases on one fresh server.
-func measureShared(cfg config, bin, modelURL string, res result) error {
+// startBench starts a fresh server of bin with one workspace, and a stream
+// that follows every run, as a user's UI does; end stops it all.
+func startBench(cfg config, bin, modelURL string, res result) (b *bench, end func(), err error) {
 	srv, err := startServer(bin, modelURL)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer srv.stop()
 	c := newClient(srv)
-	defer c.close()
 	dir, err := os.MkdirTemp("", "loadbench-ws-")
+	if err == nil {
+		var wsID string
+		if wsID, err = c.workspace(dir); err == nil {
+			var tracker *runs
+			var unfollow func()
+			if tracker, unfollow, err = followRuns(c, wsID); err == nil {
+				return &bench{cfg: cfg, c: c, srv: srv, ws: wsID, runs: tracker, res: res}, func() {
+					unfollow()
+					c.close()
+					srv.stop()
+					os.RemoveAll(dir)
+				}, nil
+			}
+		}
+		os.RemoveAll(dir)
+	}
+	c.close()
+	srv.stop()
+	return nil, nil, err
+}
+
+// measureShared runs the single-server phases on one fresh server.
+func measureShared(cfg config, bin, modelURL string, res result) error {
+	b, end, err := startBench(cfg, bin, modelURL, res)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	wsID, err := c.workspace(dir)
-	if err != nil {
-		return err
-	}
-	// One stream follows every run, as a user's UI does.
-	tracker, unfollow, err := followRuns(c, wsID)
-	if err != nil {
-		return err
-	}
-	defer unfollow()
-	b := &bench{cfg: cfg, c: c, srv: srv, ws: wsID, runs: tracker, res: res}
+	defer end()
+	srv := b.srv
 
 	// Warm up, then idle.
 	if err := b.posters(1, 20, false); err != nil {
