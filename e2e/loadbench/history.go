@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/google/uuid"
@@ -24,7 +25,6 @@ const (
 	longHistory  = 1000
 	// postersHistory is the messages of each poster's session: ~200 runs.
 	postersHistory = 400
-	historyRuns    = 100 // runs measured per session length
 )
 
 var historyPhase = ownPhase{
@@ -65,11 +65,13 @@ func runHistory(cfg config, bin, modelURL string, res result) error {
 			return err
 		}
 	}
-	cpuShort, err := b.sequential(short, historyRuns)
+	fmt.Fprintf(os.Stderr, "history: %d runs, %d messages\n", cfg.historyRuns, shortHistory)
+	cpuShort, err := b.sequential(short, cfg.historyRuns)
 	if err != nil {
 		return err
 	}
-	cpuLong, err := b.sequential(long, historyRuns)
+	fmt.Fprintf(os.Stderr, "history: %d runs, %d messages\n", cfg.historyRuns, longHistory)
+	cpuLong, err := b.sequential(long, cfg.historyRuns)
 	if err != nil {
 		return err
 	}
@@ -77,6 +79,7 @@ func runHistory(cfg config, bin, modelURL string, res result) error {
 	res["step-cpu-long"] = cpuLong
 	res["step-cpu-ratio"] = cpuLong / cpuShort
 
+	fmt.Fprintf(os.Stderr, "history: 16 posters, %d messages each\n", postersHistory)
 	sessions := make([]string, 16)
 	for i := range sessions {
 		if sessions[i], err = c.importSession(ws, postersHistory); err != nil {
