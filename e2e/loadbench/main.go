@@ -62,9 +62,12 @@ type config struct {
 	burst   int
 	// historyRuns is the runs the history phase measures per session length.
 	historyRuns int
-	maxClient   int
-	think       time.Duration
-	phases      map[string]bool // nil: all
+	// postersHistory is the messages of each poster's session in the
+	// history phase: 400 are ~200 runs.
+	postersHistory int
+	maxClient      int
+	think          time.Duration
+	phases         map[string]bool // nil: all
 }
 
 // has reports whether phase name is to run.
@@ -77,23 +80,24 @@ func (b *binFlag) Set(v string) error { *b = append(*b, v); return nil }
 
 func main() {
 	var (
-		bins     binFlag
-		reps     = flag.Int("reps", 3, "repetitions per binary, alternating between binaries")
-		runs     = flag.Int("runs", 400, "runs per accept phase")
-		clients  = flag.String("clients", "1,10,100,500", "attached clients for delta delivery")
-		deltas   = flag.Int("deltas", 100, "deltas per delivery run")
-		gap      = flag.Duration("gap", 10*time.Millisecond, "time between the deltas of a delivery run (a quiet stream)")
-		idle     = flag.Int("idle-streams", 500, "idle streams opened to measure memory per stream")
-		cancels  = flag.Int("cancels", 50, "cancels measured")
-		histRuns = flag.Int("history-runs", 100, "runs the history phase measures in each of its short and long sessions")
-		burst    = flag.Int("burst", 3000, "runs of the burst (16 posters) after which the memory phase measures the RSS given back")
-		think    = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
-		phases   = flag.String("phase", "", "run only these phases (comma-separated): "+strings.Join(phaseNames(), ","))
+		bins        binFlag
+		reps        = flag.Int("reps", 3, "repetitions per binary, alternating between binaries")
+		runs        = flag.Int("runs", 400, "runs per accept phase")
+		clients     = flag.String("clients", "1,10,100,500", "attached clients for delta delivery")
+		deltas      = flag.Int("deltas", 100, "deltas per delivery run")
+		gap         = flag.Duration("gap", 10*time.Millisecond, "time between the deltas of a delivery run (a quiet stream)")
+		idle        = flag.Int("idle-streams", 500, "idle streams opened to measure memory per stream")
+		cancels     = flag.Int("cancels", 50, "cancels measured")
+		postersHist = flag.Int("posters-history", 400, "messages of each poster's session in the history phase")
+		histRuns    = flag.Int("history-runs", 100, "runs the history phase measures in each of its short and long sessions")
+		burst       = flag.Int("burst", 3000, "runs of the burst (16 posters) after which the memory phase measures the RSS given back")
+		think       = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
+		phases      = flag.String("phase", "", "run only these phases (comma-separated): "+strings.Join(phaseNames(), ","))
 	)
 	flag.Var(&bins, "bin", "tandem binary to measure (repeatable); default: build ./cmd/tandem")
 	flag.Parse()
 	cfg := config{bins: bins, reps: *reps, runs: *runs, posters: []int{1, 16}, deltas: *deltas, gap: *gap,
-		idle: *idle, cancels: *cancels, burst: *burst, historyRuns: *histRuns, think: *think}
+		idle: *idle, cancels: *cancels, burst: *burst, historyRuns: *histRuns, postersHistory: *postersHist, think: *think}
 	for _, s := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
