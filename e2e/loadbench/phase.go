@@ -10,7 +10,9 @@ type ownPhase struct {
 }
 
 // ownPhases run after the single-server phases, in this order.
-var ownPhases = []ownPhase{}
+var ownPhases = []ownPhase{
+	{name: "streams", run: runStreams, metrics: streamsMetrics},
+}
 
 // phaseNames lists every phase -phase accepts.
 func phaseNames() []string {
