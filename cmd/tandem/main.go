@@ -323,6 +323,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	raiseFileLimit(logger)
 
 	loopback, err := isLoopback(o.addr)
 	if err != nil {
