@@ -49,6 +49,9 @@ func streamsMetrics(cfg config) []metric {
 		{"streams-rss", fmt.Sprintf("%d streams: RSS per idle stream", sc.total), "KiB"},
 		{"streams-open", fmt.Sprintf("%d streams: time to open them all", sc.total), "ns"},
 		{"streams-storm", fmt.Sprintf("%d streams: reconnect storm, all caught up", sc.total), "ns"},
+		{"streams-storm-connect-p50", "reconnect storm: connect p50", "ns"},
+		{"streams-storm-connect-p99", "reconnect storm: connect p99", "ns"},
+		{"streams-storm-overflows", "reconnect storm: accept queue overflows", ""},
 		{"streams-storm-cpu", "reconnect storm: server CPU", "ms"},
 	}
 }
@@ -325,14 +328,26 @@ func (p *streamsBench) storm(ctx context.Context, res result) error {
 			}
 		}
 	}
-	cpu := p.srv.cpu()
+	cpu, overflows := p.srv.cpu(), listenOverflows()
 	began := time.Now()
 	errs := make([]error, len(p.clients))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		connect benchkit.Hist
+	)
 	for i, cl := range p.clients {
-		wg.Go(func() { errs[i] = cl.connect(p.srv.addr, true) })
+		wg.Go(func() {
+			errs[i] = cl.connect(p.srv.addr, true)
+			took := time.Since(began)
+			mu.Lock()
+			connect.Add(int64(took))
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
+	res["streams-storm-connect-p50"] = float64(connect.Quantile(0.50))
+	res["streams-storm-connect-p99"] = float64(connect.Quantile(0.99))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
@@ -355,6 +370,7 @@ func (p *streamsBench) storm(ctx context.Context, res result) error {
 	}
 	res["streams-storm"] = float64(last.Sub(began))
 	res["streams-storm-cpu"] = float64((p.srv.cpu() - cpu).Microseconds()) / 1000
+	res["streams-storm-overflows"] = float64(listenOverflows() - overflows)
 	// Every kept event once, in order: compare each client with the
 	// witness of its workspace, from what it was first told was the head
 	// up to its target.
@@ -370,6 +386,31 @@ func (p *streamsBench) storm(ctx context.Context, res result) error {
 		}
 	}
 	return nil
+}
+
+// listenOverflows is how many connections the host's listeners dropped
+// for want of room in their accept queue (TcpExt ListenOverflows): a
+// client whose handshake was dropped tries again a second or more later.
+// It counts every listener of the host, which only this phase fills.
+func listenOverflows() int64 {
+	raw, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0
+	}
+	lines := bytes.Split(raw, []byte("\n"))
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := bytes.Fields(lines[i]), bytes.Fields(lines[i+1])
+		if len(names) == 0 || string(names[0]) != "TcpExt:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if string(n) == "ListenOverflows" {
+				v, _ := strconv.ParseInt(string(values[j]), 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 // waitFor polls cond every millisecond until it holds or ctx ends.
