@@ -155,7 +155,12 @@ func TestSessionRoutes(t *testing.T) {
 	require.Len(t, rest.Events, 2)
 	assert.Greater(t, rest.Events[0].Seq, page.Events[1].Seq)
 
+	// A stream may follow the session until it is deleted, not after.
+	e.openStream(ws.ID, newClientID(), "&session_id="+s1.ID).close()
 	e.must(http.StatusNoContent, "DELETE", "/v1/workspaces/"+ws.ID+"/sessions/"+s1.ID, nil, nil)
+	_, status, raw := e.tryStream(ws.ID, newClientID(), "&session_id="+s1.ID)
+	assert.Equal(t, http.StatusNotFound, status, raw)
+	assert.Contains(t, raw, proto.CodeSessionNotFound)
 	for _, p := range []string{"", "/messages", "/events"} {
 		var body proto.ErrorBody
 		status, _ := e.do("GET", "/v1/workspaces/"+ws.ID+"/sessions/"+s1.ID+p, nil, &body)

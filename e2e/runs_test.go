@@ -702,6 +702,7 @@ func TestSessionIsNotFoundThroughAnotherWorkspace(t *testing.T) {
 		{"GET", owp + "/sessions/" + sess.ID + "/messages", nil},
 		{"GET", owp + "/sessions/" + sess.ID + "/events", nil},
 		{"GET", owp + "/sessions/" + sess.ID, nil},
+		{"GET", owp + "/events?client_id=" + newClientID() + "&session_id=" + sess.ID, nil},
 	} {
 		e.scRefused(r.method, r.path, r.body, http.StatusNotFound, proto.CodeSessionNotFound)
 	}

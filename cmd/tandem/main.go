@@ -324,6 +324,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	tuneGC(getenv, logger)
+	raiseFileLimit(logger)
 
 	loopback, err := isLoopback(o.addr)
 	if err != nil {

@@ -13,6 +13,7 @@ type ownPhase struct {
 var ownPhases = []ownPhase{
 	historyPhase,
 	{name: "cluster", run: runCluster, metrics: clusterMetrics},
+	{name: "streams", run: runStreams, metrics: streamsMetrics},
 }
 
 // phaseNames lists every phase -phase accepts.

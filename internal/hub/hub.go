@@ -27,6 +27,8 @@ const (
 	DefaultRingBytes    = 8 << 20
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultHeartbeat    = 15 * time.Second
+	// DefaultPresenceDelay is short enough that a person does not see it.
+	DefaultPresenceDelay = 100 * time.Millisecond
 )
 
 // Errors returned by Topic.Serve.
@@ -77,6 +79,11 @@ type Config struct {
 	// Heartbeat is the interval of the ": ping" comment, sent by one ticker
 	// for the whole Hub (no timer per stream).
 	Heartbeat time.Duration
+	// PresenceDelay is how late a client's arrival or departure
+	// (client.attached, client.detached) may reach the streams, so that
+	// each stream writes a burst of them at once; a later event that
+	// cannot wait takes them along.
+	PresenceDelay time.Duration
 	// Logger receives stream errors; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -103,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.PresenceDelay <= 0 {
+		c.PresenceDelay = DefaultPresenceDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

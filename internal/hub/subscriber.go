@@ -66,7 +66,11 @@ func (s *subscriber) signal() {
 // stalled one (blocked in a write to a client that does not read) is, at
 // the first event after the grace. now caches the time across the streams
 // of one publish; it is read only for a stream over QueueBytes.
-func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time) (evicted bool) {
+//
+// With later set, the writer is not woken for e: a publisher that queues
+// an event that can wait (see Topic.Publish) wakes the writers later,
+// with whatever else came meanwhile.
+func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time, later bool) (evicted bool) {
 	n := e.size()
 	s.mu.Lock()
 	if s.end != nil {
@@ -97,8 +101,17 @@ func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time) (evicted bool
 	s.queue = append(s.queue, e)
 	s.queued += n
 	s.mu.Unlock()
-	s.signal()
+	if !later {
+		s.signal()
+	}
 	return false
+}
+
+// pending reports whether frames wait in the queue.
+func (s *subscriber) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0
 }
 
 // ping queues a heartbeat if nothing else is queued: a stream with pending

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"github.com/tandem-dev/tandem/internal/event"
+	"github.com/tandem-dev/tandem/proto"
 
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,10 @@ type Topic struct {
 	closed bool
 	// watched mirrors len(subs) > 0 for Watched, which must not wait on mu.
 	watched atomic.Bool
+	// later wakes the writers PresenceDelay after an event that can wait
+	// was queued without waking them; armed while it is due.
+	later *time.Timer
+	armed bool
 }
 
 func newTopic(h *Hub, id string, head int64, backlog Backlog) *Topic {
@@ -66,10 +71,11 @@ func (t *Topic) Publish(e event.Event) {
 		t.ring.push(ringEntry{seq: e.Seq, session: e.SessionID, frame: frame})
 	}
 	ent := entry{seq: e.Seq, frame: frame}
+	later := canWait(e)
 	var now time.Time // read once, and only if a stream is behind
 	for i := 0; i < len(t.subs); {
 		s := t.subs[i]
-		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &now) {
+		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &now, later) {
 			// Evicted: stop feeding it now rather than when its writer
 			// wakes up; removal moves another subscriber into slot i.
 			t.removeLocked(s)
@@ -77,7 +83,39 @@ func (t *Topic) Publish(e event.Event) {
 		}
 		i++
 	}
+	if later && !t.armed && len(t.subs) > 0 {
+		t.armed = true
+		if t.later == nil {
+			t.later = time.AfterFunc(t.h.cfg.PresenceDelay, t.wakeLater)
+		} else {
+			t.later.Reset(t.h.cfg.PresenceDelay)
+		}
+	}
 	t.mu.Unlock()
+}
+
+// canWait reports whether e may reach the streams up to
+// Config.PresenceDelay late: a client's arrival or departure, which a
+// person reads, and which a reconnect storm publishes by the thousand
+// (each one to every stream of the workspace). Delivered one write per
+// event, they took most of the server's CPU while 10,000 clients
+// connected; waiting, each stream writes them in a batch, or with the
+// next event that cannot wait, which wakes its writer at once and keeps
+// the order.
+func canWait(e event.Event) bool {
+	return !e.Kept && (e.Type == proto.EventClientAttached || e.Type == proto.EventClientDetached)
+}
+
+// wakeLater wakes the writers of the streams that have frames waiting.
+func (t *Topic) wakeLater() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed = false
+	for _, s := range t.subs {
+		if s.pending() {
+			s.signal()
+		}
+	}
 }
 
 // Head returns the seq of the last event published (or the head the topic
@@ -133,6 +171,9 @@ func (t *Topic) Close() {
 		return
 	}
 	t.closed = true
+	if t.later != nil {
+		t.later.Stop()
+	}
 	subs := t.detachAllLocked()
 	t.ring.reset(t.head) // nobody can resume from it any more
 	t.mu.Unlock()

@@ -75,7 +75,9 @@ func (s streams) Subscribe(ctx context.Context, id string, req domain.StreamRequ
 		if err := apierr.CheckUUID("session_id", req.SessionID); err != nil {
 			return nil, err
 		}
-		if _, err := s.sessions.Get(ctx, ws.ID, req.SessionID); err != nil {
+		// Only whether the session is there: a reconnect storm asks it
+		// once per stream, so it is answered from memory when it can.
+		if _, _, err := s.sessions.LookupSettings(ctx, ws.ID, req.SessionID); err != nil {
 			return nil, err
 		}
 		s.sessions.Join(ws, req.SessionID, req.ClientID)

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// raiseFileLimit has nothing to raise where there is no RLIMIT_NOFILE.
+func raiseFileLimit(need int) error { return nil }
