@@ -352,11 +352,6 @@ func measureShared(cfg config, bin, modelURL string, res result) error {
 	defer cancel()
 	if cfg.has("memory") {
 		b.res["rss-idle"] = float64(srv.settledRSS(ctx, time.Second)) / (1 << 20)
-		// Idle streams before the load: afterwards the heap has room the
-		// streams would take without the RSS growing.
-		if err := b.idleStreams(); err != nil {
-			return err
-		}
 	}
 	if cfg.has("accept") {
 		for _, p := range cfg.posters {
@@ -377,6 +372,13 @@ func measureShared(cfg config, bin, modelURL string, res result) error {
 	}
 	if cfg.has("memory") {
 		if err := b.burst(); err != nil {
+			return err
+		}
+		// Idle streams once the burst's memory went back to the OS, so
+		// that both sides of the measure are in the same state: before
+		// the load the heap held its warm-up's garbage, which the streams'
+		// own arrival burst could have let go.
+		if err := b.idleStreams(); err != nil {
 			return err
 		}
 	}

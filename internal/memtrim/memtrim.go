@@ -44,11 +44,12 @@ type Config struct {
 	Trimmed func(allocated uint64, took time.Duration)
 }
 
-// The defaults: a load that allocated 32 MiB, then a second that allocated
+// The defaults: a load that allocated 8 MiB (a few dozen runs, or hundreds
+// of clients arriving at once), then a second that allocated
 // under 2 MiB (a few runs' worth).
 const (
 	DefaultEvery = time.Second
-	DefaultBusy  = 32 << 20
+	DefaultBusy  = 8 << 20
 	DefaultQuiet = 2 << 20
 )
 
