@@ -79,6 +79,11 @@ func (b *binFlag) String() string     { return strings.Join(*b, ",") }
 func (b *binFlag) Set(v string) error { *b = append(*b, v); return nil }
 
 func main() {
+	if v := os.Getenv(busyEnv); v != "" {
+		share, _ := strconv.ParseFloat(v, 64)
+		runBusy(min(max(share, 0), 1))
+		return
+	}
 	var (
 		bins        binFlag
 		reps        = flag.Int("reps", 3, "repetitions per binary, alternating between binaries")
@@ -92,6 +97,7 @@ func main() {
 		histRuns    = flag.Int("history-runs", 100, "runs the history phase measures in each of its short and long sessions")
 		burst       = flag.Int("burst", 3000, "runs of the burst (16 posters) after which the memory phase measures the RSS given back")
 		think       = flag.Duration("think", 0, "how long each poster waits after its run ended before it posts again (0: at once, which keeps the machine saturated)")
+		busy        = flag.Float64("busy", 0, "share of a CPU another process keeps busy meanwhile (0.25: a host with a little other work, as every user's has)")
 		phases      = flag.String("phase", "", "run only these phases (comma-separated): "+strings.Join(phaseNames(), ","))
 	)
 	flag.Var(&bins, "bin", "tandem binary to measure (repeatable); default: build ./cmd/tandem")
@@ -118,6 +124,14 @@ func main() {
 	}
 	if len(cfg.bins) == 0 {
 		cfg.bins = []string{build()}
+	}
+	if *busy > 0 {
+		stop, err := startBusy(*busy)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		defer stop()
+		fmt.Printf("loadbench: another process keeps %.2f of a CPU busy throughout\n", *busy)
 	}
 	if err := run(cfg); err != nil {
 		fatalf("%v", err)
