@@ -243,18 +243,26 @@ type reader struct {
 func (rd *reader) read() {
 	key := []byte(`"text":"@`)
 	rd.s.lines(func(line []byte) {
-		i := bytes.Index(line, key)
-		if i < 0 {
-			return
+		if ts, ok := stampAfter(line, key); ok {
+			rd.hist.Add(time.Now().UnixNano() - ts)
+			rd.n.Add(1)
 		}
-		var ts int64
-		for _, c := range line[i+len(key):] {
-			if c < '0' || c > '9' {
-				break
-			}
-			ts = ts*10 + int64(c-'0')
-		}
-		rd.hist.Add(time.Now().UnixNano() - ts)
-		rd.n.Add(1)
 	})
+}
+
+// stampAfter is the number after key in line (a delta's stamp, the fake
+// model's UnixNano when it sent it), if key is there.
+func stampAfter(line, key []byte) (int64, bool) {
+	i := bytes.Index(line, key)
+	if i < 0 {
+		return 0, false
+	}
+	var ts int64
+	for _, c := range line[i+len(key):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		ts = ts*10 + int64(c-'0')
+	}
+	return ts, true
 }

@@ -614,14 +614,7 @@ func (cl *streamClient) data(f *frame, line []byte) {
 		return
 	case proto.EventMessageDelta:
 		if cl.lat != nil {
-			if i := bytes.Index(line, stampKey); i >= 0 {
-				var ts int64
-				for _, c := range line[i+len(stampKey):] {
-					if c < '0' || c > '9' {
-						break
-					}
-					ts = ts*10 + int64(c-'0')
-				}
+			if ts, ok := stampAfter(line, stampKey); ok {
 				cl.lat.add(time.Now().UnixNano() - ts)
 				cl.deltas.Add(1)
 			}

@@ -129,7 +129,7 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 	match := func(e *encodedEntry) bool {
 		return e.head == nil && e.format == format && sameMessage(&e.msg, &m)
 	}
-	if e := c.lookupSame(format, &m, match); e != nil {
+	if e := c.lookupSame(&m, match); e != nil {
 		return e.enc, nil
 	}
 	key := c.hash(format, &m)
@@ -159,8 +159,24 @@ func (c *EncodeCache) Encode(format string, m Message, encode func(Message) ([]b
 func (c *EncodeCache) lookup(key uint64, match func(*encodedEntry) bool) *encodedEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.entries[key]
+	return c.useLocked(c.entries[key], match)
+}
+
+// lookupSame is lookup by the address of m's text.
+func (c *EncodeCache) lookupSame(m *Message, match func(*encodedEntry) bool) *encodedEntry {
+	tk, ok := keyOfText(m)
 	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.useLocked(c.same[tk], match)
+}
+
+// useLocked returns el's entry, now the most recently used, if match
+// accepts it.
+func (c *EncodeCache) useLocked(el *list.Element, match func(*encodedEntry) bool) *encodedEntry {
+	if el == nil {
 		return nil
 	}
 	e := el.Value.(*encodedEntry)
@@ -213,27 +229,6 @@ func (c *EncodeCache) EncodeAll(format string, msgs []Message, encode func(Messa
 		out[i] = enc
 	}
 	return out, 0, nil
-}
-
-// lookupSame is lookup by the address of m's text.
-func (c *EncodeCache) lookupSame(format string, m *Message, match func(*encodedEntry) bool) *encodedEntry {
-	tk, ok := keyOfText(m)
-	if !ok {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.same[tk]
-	if !ok {
-		return nil
-	}
-	e := el.Value.(*encodedEntry)
-	if !match(e) {
-		return nil
-	}
-	e.used = true
-	c.lru.MoveToFront(el)
-	return e
 }
 
 // alias makes e found under the address of m's text too.
