@@ -24,6 +24,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,8 @@ type Slots struct {
 	c chan struct{}
 	// patience is Patience; the fuzz target makes it endless.
 	patience time.Duration
+	// queued counts the holders waiting for a slot (see BeginWait).
+	queued atomic.Int64
 }
 
 // New returns n slots; n <= 0 means Default().
@@ -74,6 +77,8 @@ func (s *Slots) acquire(ctx context.Context) bool {
 		return true
 	default:
 	}
+	s.queued.Add(1)
+	defer s.queued.Add(-1)
 	select {
 	case s.c <- struct{}{}:
 		return true
@@ -100,6 +105,12 @@ type Holder struct {
 	done bool
 	// waiting is set during a wait, expired once it outlasted Patience.
 	waiting, expired bool
+	// waits counts the holder's waits; slow is set once one but the first
+	// (a model's time to answer at all) outlasted Patience: the model
+	// streams slowly, and from then on a wait lets the slot go at once
+	// when another holder waits for one.
+	waits int
+	slow  bool
 }
 
 func (h *Holder) releaseLocked() {
@@ -159,12 +170,27 @@ const Patience = 2 * time.Millisecond
 // BeginWait marks the start of a wait for something outside (the model,
 // over the network): should it last longer than Patience, the slot goes
 // to another holder. EndWait ends it.
+//
+// A holder whose model proved slow (a wait after its first outlasted
+// Patience) lets its slot go at once when another holder waits for one:
+// such a model sends a token every 10 ms or more, and a run that kept its
+// slot 2 ms after each one let a slot serve 500 tokens a second, so 100
+// runs streaming at once waited 200 ms for one to show a delta. A model
+// that streams back to back keeps Patience: handing its slot over at
+// each short wait let every run in again, and requests waited behind them.
 func (h *Holder) BeginWait() {
 	if h == nil || h.s == nil {
 		return
 	}
 	h.mu.Lock()
+	h.waits++
 	h.waiting, h.expired = true, false
+	if h.slow && h.s.queued.Load() > 0 {
+		h.expired = true
+		h.releaseLocked()
+		h.mu.Unlock()
+		return
+	}
 	if h.timer == nil {
 		h.timer = time.AfterFunc(h.s.patience, h.expire)
 	} else {
@@ -178,6 +204,7 @@ func (h *Holder) expire() {
 	defer h.mu.Unlock()
 	if h.waiting {
 		h.expired = true
+		h.slow = h.slow || h.waits > 1
 		h.releaseLocked()
 	}
 }

@@ -115,6 +115,70 @@ func TestAShortWaitKeepsTheSlot(t *testing.T) {
 	})
 }
 
+// A run whose model streams slowly (a wait after its first outlasted
+// Patience) lets its slot go as soon as it waits again while another run
+// waits for one; with nobody waiting it keeps it through its patience, and
+// a run slow only to answer at all (its first wait) keeps Patience.
+func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(1)
+		a, actx, err := s.Hold(t.Context())
+		require.NoError(t, err)
+		wait := func(d time.Duration) {
+			From(actx).BeginWait()
+			time.Sleep(d)
+			From(actx).EndWait()
+		}
+		wait(2 * Patience) // the time to answer: not slow yet
+		wait(Patience / 2)
+		var bHolds atomic.Bool
+		release := make(chan struct{})
+		go func() {
+			b, _, err := s.Hold(t.Context())
+			if err == nil {
+				bHolds.Store(true)
+				<-release
+				b.Done()
+			}
+		}()
+		synctest.Wait()
+		From(actx).BeginWait()
+		synctest.Wait()
+		assert.False(t, bHolds.Load(), "a's first long wait was its answer's; a keeps its patience")
+		time.Sleep(2 * Patience) // a wait after the first outlasts it: slow
+		synctest.Wait()
+		assert.True(t, bHolds.Load())
+		close(release)
+		From(actx).EndWait()
+		assert.Equal(t, 1, len(s.c), "a again")
+
+		// Slow now: with nobody waiting, a wait keeps the slot...
+		From(actx).BeginWait()
+		synctest.Wait()
+		assert.Equal(t, 1, len(s.c))
+		From(actx).EndWait()
+		// ...and with someone waiting it goes at once.
+		bHolds.Store(false)
+		release = make(chan struct{})
+		go func() {
+			b, _, err := s.Hold(t.Context())
+			if err == nil {
+				bHolds.Store(true)
+				<-release
+				b.Done()
+			}
+		}()
+		synctest.Wait()
+		From(actx).BeginWait()
+		synctest.Wait()
+		assert.True(t, bHolds.Load(), "no patience for a slow model while b waits")
+		close(release)
+		From(actx).EndWait()
+		a.Done()
+		assert.Zero(t, len(s.c))
+	})
+}
+
 // A run canceled while it waits for a slot goes on at once (to end), holds
 // nothing, and gives nothing back it did not take.
 func TestACanceledRunDoesNotWaitForASlot(t *testing.T) {
