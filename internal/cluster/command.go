@@ -100,6 +100,11 @@ type answer struct {
 	Error  *proto.ErrorDetail `json:"error,omitempty"`
 }
 
+// errOwnerGone marks a command that reached no node: the owner this node
+// knew of is gone (stopped, or dead), and nothing of the command ran, so
+// it may be routed again.
+var errOwnerGone = errors.New("the workspace's owner is gone")
+
 func commandSubject(nodeID string) string {
 	return "tandem.node." + hex.EncodeToString([]byte(nodeID)) + ".command"
 }
@@ -134,6 +139,9 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 		n.forget(c.WorkspaceID)
 		n.log.Warn("send command", "op", c.Op, "workspace_id", c.WorkspaceID, "owner", owner, "err", err)
 		n.dropBlob(ctx, m)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("%w: %w", errOwnerGone, errUnavailable(c.WorkspaceID))
+		}
 		return errUnavailable(c.WorkspaceID)
 	}
 	if data, err = n.payload(ctx, reply); err != nil {

@@ -30,6 +30,17 @@ func (n *Node) Domain() domain.Services {
 // this node (or when the workspace does not exist, for the local domain's
 // own not-found answer), a command with body otherwise.
 func routed[T any](ctx context.Context, n *Node, c command, body any, local func() (T, error)) (T, error) {
+	out, err := routeOnce(ctx, n, c, body, local)
+	if errors.Is(err, errOwnerGone) {
+		// The owner this node knew of left, maybe cleanly, releasing its
+		// lease: route once more, from the store, which may make this
+		// node the owner. Nothing ran, so nothing runs twice.
+		return routeOnce(ctx, n, c, body, local)
+	}
+	return out, err
+}
+
+func routeOnce[T any](ctx context.Context, n *Node, c command, body any, local func() (T, error)) (T, error) {
 	var out T
 	owner, err := n.route(ctx, c.WorkspaceID)
 	switch {

@@ -27,6 +27,17 @@ type blobs struct {
 	mu   sync.Mutex
 	data map[string][]byte
 	puts int
+	// lease is what GetLease answers.
+	lease store.Lease
+}
+
+func (b *blobs) GetLease(_ context.Context, ws string) (store.Lease, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lease.WorkspaceID != ws {
+		return store.Lease{}, errors.New("blobs: no such lease")
+	}
+	return b.lease, nil
 }
 
 func (b *blobs) PutBlob(_ context.Context, id string, data []byte) error {
@@ -219,20 +230,44 @@ func TestRouterRefusesUnknownAndLostCommands(t *testing.T) {
 
 // A command to an owner that is gone (no node listens for it) fails at
 // once with workspace_unavailable, not after the forward timeout; the
-// sender forgets that owner, and deletes the blob of a large command.
+// sender forgets that owner, routes once more from the store (which may
+// have a new owner, or none), and deletes the blobs of a large command.
 func TestRouterOwnerGone(t *testing.T) {
 	r := &runs{}
 	sender, _, ws, st := pair(t, r)
 	sender.cfg.ForwardTimeout = time.Minute
-	sender.remember(store.Lease{WorkspaceID: ws, Owner: "gone", Epoch: 2, Expires: time.Now().Add(time.Hour)})
+	gone := store.Lease{WorkspaceID: ws, Owner: "gone", Epoch: 2, Expires: time.Now().Add(time.Hour)}
+	sender.remember(gone)
+	st.mu.Lock()
+	st.lease = gone // what the store says too: the owner died, its lease not yet run out
+	st.mu.Unlock()
 	start := time.Now()
 	_, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: strings.Repeat("x", int(sender.cfg.NATS.MaxPayload()))})
 	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
 	assert.Less(t, time.Since(start), 2*time.Second)
-	assert.Equal(t, 1, st.puts, "the command went by reference")
+	assert.Equal(t, 2, st.puts, "the command went by reference, twice: routed again from the store, which still names the gone owner")
 	assert.Empty(t, st.data, "nobody will take its blob: it is gone")
 	sender.mu.Lock()
 	_, known := sender.owners[ws]
 	sender.mu.Unlock()
 	assert.False(t, known)
+}
+
+// A node that still believes a gone node owns the workspace (its lease
+// was released, or taken over, since) routes the call again from the
+// store, once, and it reaches the owner the store names: the caller never
+// sees the stale belief.
+func TestRouterStaleOwnerRoutesAgain(t *testing.T) {
+	r := &runs{}
+	sender, _, ws, st := pair(t, r)
+	st.mu.Lock()
+	st.lease = store.Lease{WorkspaceID: ws, Owner: "owner", Epoch: 3, Expires: time.Now().Add(time.Hour)}
+	st.mu.Unlock()
+	sender.remember(store.Lease{WorkspaceID: ws, Owner: "gone", Epoch: 2, Expires: time.Now().Add(time.Hour)})
+	acc, err := sender.Domain().Runs.Prompt(context.Background(), ws, proto.PromptRequest{Prompt: "hi"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, acc.RunID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Len(t, r.prompts, 1, "the owner got the prompt once")
 }
