@@ -255,6 +255,29 @@ func (c *EncodeCache) alias(format string, m *Message, e *encodedEntry) {
 	}
 	e.texts = append(e.texts, tk)
 	c.same[tk] = el
+	// The key holds the other copy's strings alive: they count against
+	// the bound as the entry's own do.
+	extra := aliasBytes(m)
+	e.cost += extra
+	c.size += extra
+	c.boundLocked()
+}
+
+// aliasBytes is what an address e is found under keeps alive: the text
+// and the tool call id it points into.
+func aliasBytes(m *Message) int64 {
+	id := len(m.ToolCallID)
+	if id == 0 && len(m.ToolCalls) > 0 {
+		id = len(m.ToolCalls[0].ID)
+	}
+	return int64(len(m.Text) + id + 64)
+}
+
+// boundLocked drops the least recently used entries past the bound.
+func (c *EncodeCache) boundLocked() {
+	for c.size > c.max {
+		c.removeLocked(c.lru.Back())
+	}
 }
 
 // forgetText removes tk from same if it finds el there.
@@ -281,9 +304,7 @@ func (c *EncodeCache) keep(e *encodedEntry) {
 		c.same[tk] = el
 	}
 	c.size += e.cost
-	for c.size > c.max {
-		c.removeLocked(c.lru.Back())
-	}
+	c.boundLocked()
 }
 
 // Head returns the encoding of req without its messages, split where the

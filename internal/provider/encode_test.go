@@ -369,3 +369,31 @@ func TestEncodeAllIsEncodeForEach(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "user:a", string(got[0]))
 }
+
+// The copies an entry is found by are kept alive by the keys that point
+// into them, so they count against the bound: reloading a history again
+// and again does not let the cache hold more than its size.
+func TestEncodeCacheAliasesCountAgainstTheBound(t *testing.T) {
+	c := NewEncodeCache(64 << 10)
+	var enc counting
+	text := strings.Repeat("a long tool result ", 200) // ~3.8 KiB
+	first := Message{Role: RoleTool, Text: text, ToolCallID: "call"}
+	_, err := c.Encode("f", first, enc.encode)
+	require.NoError(t, err)
+	c.mu.Lock()
+	before := c.size
+	c.mu.Unlock()
+	for range maxTexts - 1 { // each a history loaded again
+		_, err := c.Encode("f", Message{Role: RoleTool, Text: strings.Clone(text), ToolCallID: "call"}, enc.encode)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, enc.calls())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Equal(t, before+int64(maxTexts-1)*aliasBytes(&first), c.size)
+	var sum int64
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		sum += el.Value.(*encodedEntry).cost
+	}
+	require.Equal(t, c.size, sum, "the size is the entries' costs")
+}
