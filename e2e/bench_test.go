@@ -68,6 +68,16 @@ func benchServerTimed(b *testing.B, opts ...option) (*server.Server, string, *ht
 	}
 }
 
+// benchSession creates a session in the workspace and returns its id.
+func benchSession(b *testing.B, client *http.Client, base, wsID string) string {
+	b.Helper()
+	status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/sessions", map[string]any{})
+	require.Equal(b, http.StatusCreated, status, "%s", raw)
+	var s proto.Session
+	require.NoError(b, json.Unmarshal(raw, &s))
+	return s.ID
+}
+
 func benchWorkspace(b *testing.B, client *http.Client, base string) string {
 	b.Helper()
 	status, raw := benchPost(b, client, base+"/v1/workspaces", map[string]string{"path": b.TempDir()})
@@ -232,11 +242,7 @@ func benchPosts(b *testing.B, every time.Duration, post func(posterJob) ([]time.
 	job := route(base, wsID)
 	job.Token, job.N, job.Every = testToken, b.N, every
 	for range posters {
-		status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/sessions", map[string]any{})
-		require.Equal(b, http.StatusCreated, status, "%s", raw)
-		var s proto.Session
-		require.NoError(b, json.Unmarshal(raw, &s))
-		job.Sessions = append(job.Sessions, s.ID)
+		job.Sessions = append(job.Sessions, benchSession(b, client, base, wsID))
 	}
 	b.ResetTimer()
 	began := time.Now()
@@ -267,10 +273,7 @@ func BenchmarkCancelToCompleted(b *testing.B) {
 	_, base, client, cleanup := benchServer(b)
 	defer cleanup()
 	wsID := benchWorkspace(b, client, base)
-	status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/sessions", map[string]any{})
-	require.Equal(b, http.StatusCreated, status, "%s", raw)
-	var sess proto.Session
-	require.NoError(b, json.Unmarshal(raw, &sess))
+	sess := proto.Session{ID: benchSession(b, client, base, wsID)}
 	frames, stop := benchStream(b, base, wsID)
 	defer stop()
 

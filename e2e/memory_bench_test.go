@@ -1,17 +1,11 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/tandem-dev/tandem/proto"
 )
 
 // BenchmarkMemoryAfterBurst runs a burst of runs (16 sessions prompting
@@ -32,14 +26,11 @@ func BenchmarkMemoryAfterBurst(b *testing.B) {
 		posters := make([]poster, sessions)
 		for i := range posters {
 			ws := benchWorkspace(b, client, base)
-			status, raw := benchPost(b, client, base+"/v1/workspaces/"+ws+"/sessions", map[string]any{})
-			require.Equal(b, http.StatusCreated, status, "%s", raw)
-			var s proto.Session
-			require.NoError(b, json.Unmarshal(raw, &s))
+			sid := benchSession(b, client, base, ws)
 			frames, stop := benchStream(b, base, ws)
 			defer stop()
-			posters[i] = poster{ws, s.ID, frames}
-			benchRunToIdle(b, client, base, ws, s.ID, "hello", frames) // warm
+			posters[i] = poster{ws, sid, frames}
+			benchRunToIdle(b, client, base, ws, sid, "hello", frames) // warm
 		}
 		idle := heldFromOS()
 		var wg sync.WaitGroup

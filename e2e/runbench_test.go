@@ -39,13 +39,10 @@ func BenchmarkRunInLongSession(b *testing.B) {
 			_, base, client, cleanup := benchServer(b)
 			defer cleanup()
 			wsID := benchWorkspace(b, client, base)
-			status, raw := benchPost(b, client, base+"/v1/workspaces/"+wsID+"/sessions", map[string]any{})
-			require.Equal(b, http.StatusCreated, status, "%s", raw)
-			var sess proto.Session
-			require.NoError(b, json.Unmarshal(raw, &sess))
+			sid := benchSession(b, client, base, wsID)
 			frames, stop := benchStream(b, base, wsID)
 			defer stop()
-			run := func(prompt string) { benchRunToIdle(b, client, base, wsID, sess.ID, prompt, frames) }
+			run := func(prompt string) { benchRunToIdle(b, client, base, wsID, sid, prompt, frames) }
 			for i := range history {
 				run(fmt.Sprintf("earlier prompt %d: make the tests pass and explain what you changed", i))
 			}

@@ -131,17 +131,22 @@ func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
 		}
 		wait(2 * Patience) // the time to answer: not slow yet
 		wait(Patience / 2)
-		var bHolds atomic.Bool
-		release := make(chan struct{})
-		go func() {
-			b, _, err := s.Hold(t.Context())
-			if err == nil {
-				bHolds.Store(true)
-				<-release
-				b.Done()
-			}
-		}()
-		synctest.Wait()
+		// another starts b, which waits for the slot; it holds it until
+		// release is closed.
+		another := func() (holds *atomic.Bool, release chan struct{}) {
+			holds, release = new(atomic.Bool), make(chan struct{})
+			go func() {
+				b, _, err := s.Hold(t.Context())
+				if err == nil {
+					holds.Store(true)
+					<-release
+					b.Done()
+				}
+			}()
+			synctest.Wait()
+			return holds, release
+		}
+		bHolds, release := another()
 		From(actx).BeginWait()
 		synctest.Wait()
 		assert.False(t, bHolds.Load(), "a's first long wait was its answer's; a keeps its patience")
@@ -158,17 +163,7 @@ func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
 		assert.Equal(t, 1, len(s.c))
 		From(actx).EndWait()
 		// ...and with someone waiting it goes at once.
-		bHolds.Store(false)
-		release = make(chan struct{})
-		go func() {
-			b, _, err := s.Hold(t.Context())
-			if err == nil {
-				bHolds.Store(true)
-				<-release
-				b.Done()
-			}
-		}()
-		synctest.Wait()
+		bHolds, release = another()
 		From(actx).BeginWait()
 		synctest.Wait()
 		assert.True(t, bHolds.Load(), "no patience for a slow model while b waits")
