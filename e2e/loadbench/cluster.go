@@ -306,12 +306,7 @@ func startNATS() (*natsServer, error) {
 // stop ends the server (its standard input closed) and removes its data.
 func (n *natsServer) stop() {
 	n.in.Close()
-	select {
-	case <-n.exit:
-	case <-time.After(15 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exit
-	}
+	awaitExit(n.cmd, n.exit)
 	os.RemoveAll(n.dir)
 }
 

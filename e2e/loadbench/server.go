@@ -82,13 +82,19 @@ func startServer(bin, modelURL string, env ...string) (*server, error) {
 // stop ends the server as a user does (SIGTERM) and removes its data.
 func (s *server) stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exit:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exit
-	}
+	awaitExit(s.cmd, s.exit)
 	os.RemoveAll(s.dir)
+}
+
+// awaitExit waits for a child told to stop to exit, and kills it after
+// 15 s.
+func awaitExit(cmd *exec.Cmd, exit <-chan error) {
+	select {
+	case <-exit:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exit
+	}
 }
 
 // cpu is the CPU time (user and system) the server process has used.
