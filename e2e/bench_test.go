@@ -43,7 +43,7 @@ func benchServerWith(b *testing.B, opts ...option) (*server.Server, string, *htt
 // leaves out what the network and the OS add before and after.
 func benchServerTimed(b *testing.B, opts ...option) (*server.Server, string, *http.Client, *handlerTimes, func()) {
 	b.Helper()
-	cfg := serverConfig{DataDir: b.TempDir(), Token: testToken}
+	cfg := serverConfig{DataDir: b.TempDir(), Token: testToken, SandboxHelper: sandboxHelper}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -373,7 +373,7 @@ func BenchmarkStartWithHistory(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		start := time.Now()
-		srv, err := server.New(ctx, serverConfig{DataDir: dir, Token: testToken})
+		srv, err := server.New(ctx, serverConfig{DataDir: dir, Token: testToken, SandboxHelper: sandboxHelper})
 		require.NoError(b, err)
 		if took := time.Since(start); n == 0 {
 			first = took

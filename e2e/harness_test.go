@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +33,36 @@ func TestMain(m *testing.M) {
 	if os.Getenv(posterEnv) != "" {
 		os.Exit(posterMain())
 	}
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "tandem-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	sandboxHelper = filepath.Join(dir, "tandem")
+	// The agent's commands run confined by the real binary's helper
+	// (tandem sandbox-exec): the server here is in this process.
+	if out, err := exec.Command("go", "build", "-o", sandboxHelper, "github.com/tandem-dev/tandem/cmd/tandem").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build tandem: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := runMain(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sandboxHelper is the tandem binary built for the servers' sandbox.
+var sandboxHelper string
+
+// runMain runs the tests, then checks no goroutine leaked.
+func runMain(m *testing.M) (code int) {
+	defer func() {
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+				code = 1
+			}
+		}
+	}()
+	return m.Run()
 }
 
 const testToken = "test-token-123"
@@ -62,7 +93,7 @@ func withHeartbeat(d time.Duration) option { return func(c *server.Config) { c.H
 
 func startEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	cfg := server.Config{DataDir: t.TempDir(), Token: testToken}
+	cfg := server.Config{DataDir: t.TempDir(), Token: testToken, SandboxHelper: sandboxHelper}
 	for _, o := range opts {
 		o(&cfg)
 	}

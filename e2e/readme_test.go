@@ -50,7 +50,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	dataDir := filepath.Join(xdg, "tandem")
 	token, _, err := server.LoadOrCreateToken(dataDir)
 	require.NoError(t, err)
-	srv, err := server.New(context.Background(), server.Config{DataDir: dataDir, Token: token})
+	srv, err := server.New(context.Background(), server.Config{DataDir: dataDir, Token: token, SandboxHelper: sandboxHelper})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

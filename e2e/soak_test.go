@@ -51,7 +51,7 @@ func BenchmarkSoak(b *testing.B) {
 	defer model.Close()
 	sweeps := make(chan time.Time)
 	srv, err := server.New(context.Background(), server.Config{
-		DataDir: b.TempDir(), Token: testToken, DefaultModel: "openai/fake", IdleSweeps: sweeps,
+		DataDir: b.TempDir(), Token: testToken, DefaultModel: "openai/fake", IdleSweeps: sweeps, SandboxHelper: sandboxHelper,
 		Getenv: func(k string) string {
 			switch k {
 			case "OPENAI_BASE_URL":

@@ -92,6 +92,42 @@ type Health struct {
 	// NodeID names the server answering: one node of a cluster, or the
 	// only one.
 	NodeID string `json:"node_id"`
+	// Sandbox says whether this server can confine the agent's commands
+	// (section 12).
+	Sandbox SandboxStatus `json:"sandbox"`
+}
+
+// SandboxStatus is whether the agent's commands can be confined here, and how.
+type SandboxStatus struct {
+	Available bool `json:"available"`
+	// Mechanism names what confines them ("none" when nothing can).
+	Mechanism string `json:"mechanism"`
+	// Reason says what is missing when not Available.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Sandbox modes (section 12).
+const (
+	SandboxWorkspace = "workspace"
+	SandboxReadOnly  = "read-only"
+	SandboxOff       = "off"
+)
+
+// SandboxOptions are a session's sandbox settings in a request: each
+// field given replaces the session's value (section 12).
+type SandboxOptions struct {
+	Sandbox        *string   `json:"sandbox,omitempty"`
+	SandboxNetwork *bool     `json:"sandbox_network,omitempty"`
+	SandboxRead    *[]string `json:"sandbox_read,omitempty"`
+	SandboxWrite   *[]string `json:"sandbox_write,omitempty"`
+}
+
+// SandboxSettings are the sandbox settings a session's commands run under.
+type SandboxSettings struct {
+	Sandbox        string   `json:"sandbox"`
+	SandboxNetwork bool     `json:"sandbox_network"`
+	SandboxRead    []string `json:"sandbox_read"`
+	SandboxWrite   []string `json:"sandbox_write"`
 }
 
 // Workspace is a project directory that clients attach to.
@@ -158,6 +194,9 @@ type UpdateSessionRequest struct {
 	PermissionMode *string            `json:"permission_mode,omitempty"`
 	AvailableTools *[]string          `json:"available_tools,omitempty"`
 	ExcludedTools  *[]string          `json:"excluded_tools,omitempty"`
+	// SandboxOptions narrow (anyone) or widen (an owner) what the
+	// session's commands may touch.
+	SandboxOptions
 }
 
 // Session is one conversation with the agent inside a workspace.
@@ -183,6 +222,8 @@ type Session struct {
 	// came from (section 11).
 	ForkedFrom   *ForkedFrom   `json:"forked_from,omitempty"`
 	ImportedFrom *ImportedFrom `json:"imported_from,omitempty"`
+	// SandboxSettings are what its commands run under (section 12).
+	SandboxSettings
 }
 
 // SessionList is the body of GET .../sessions.
@@ -255,6 +296,9 @@ type CreateSessionRequest struct {
 	// the configuration file's (section 7's shape); a session's rules may
 	// only ask or deny: allowing without asking stays the configuration's.
 	Permissions []PermissionRule `json:"permissions,omitempty"`
+	// SandboxOptions set what the session's commands may touch; unset
+	// fields take the configuration's values (section 12).
+	SandboxOptions
 }
 
 // PermissionRule is one permission rule: the first that matches a call

@@ -42,6 +42,9 @@ type ExportSettings struct {
 	ExcludedTools   []string       `json:"excluded_tools,omitempty"`
 	PermissionMode  string         `json:"permission_mode"`
 	Compaction      *Compaction    `json:"compaction,omitempty"`
+	// SandboxOptions are the session's sandbox settings; an import by
+	// anyone but an owner that would widen them gets the defaults.
+	SandboxOptions
 }
 
 // Export is the document of GET .../export and POST .../sessions/import.

@@ -145,4 +145,6 @@ type ToolFinished struct {
 	// asking: ResultApprovedByRule (it ran) or ResultDeniedByRule (it did
 	// not, and Content is the denial the model read).
 	Permission string `json:"permission,omitempty"`
+	// Sandbox is the sandbox setting a bash call ran under (section 12).
+	Sandbox string `json:"sandbox,omitempty"`
 }

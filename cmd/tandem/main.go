@@ -24,10 +24,17 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/httpapi"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/server"
+	"github.com/tandem-dev/tandem/proto"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.HelperCommand {
+		// The sandbox's helper, which the server starts for each confined
+		// command: nothing else of the CLI runs in it.
+		os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
@@ -242,6 +249,26 @@ flags:
 	return o, nil
 }
 
+// sandboxHelper is this binary, which starts the agent's commands
+// confined (its hidden sandbox-exec command); "" when it cannot be found,
+// and then no command runs but under sandbox "off".
+func sandboxHelper(stderr io.Writer) string {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "tandem serve: finding this binary for the sandbox:", err)
+		return ""
+	}
+	return exe
+}
+
+// sandboxLine is tandem serve's line about the sandbox at start.
+func sandboxLine(st proto.SandboxStatus) string {
+	if st.Available {
+		return fmt.Sprintf("tandem sandbox: the agent's commands run confined (%s)", st.Mechanism)
+	}
+	return fmt.Sprintf(`tandem sandbox: unavailable (%s): bash commands under sandbox "workspace" or "read-only" will not run; an owner can set sandbox: "off" to run them unconfined`, st.Reason)
+}
+
 func defaultDataDir(getenv func(string) string) string {
 	if x := getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "tandem")
@@ -381,6 +408,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		LeaseTTL:       o.leaseTTL,
 		Rate:           o.rate,
 		RateSet:        o.rateSet,
+		SandboxHelper:  sandboxHelper(stderr),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tandem serve:", err)
@@ -396,6 +424,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 1
 	}
 	fmt.Fprintf(stdout, "tandem listening on http://%s\n", ln.Addr())
+	fmt.Fprintln(stdout, sandboxLine(srv.SandboxStatus()))
 	if o.copilotAddr != "" {
 		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), token, getenv, stdout, logger)
 		if err != nil {

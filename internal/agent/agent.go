@@ -51,6 +51,9 @@ type ToolResult struct {
 	// Permission is set when a permission rule decided the call
 	// (proto.ToolFinished.Permission).
 	Permission string
+	// Sandbox is the sandbox setting a command ran under
+	// (proto.ToolFinished.Sandbox).
+	Sandbox string
 }
 
 // Revival modes of a suspended run.
@@ -514,7 +517,7 @@ func (x *execution) runTool(c provider.ToolCall, revived bool) (suspended bool) 
 			return true
 		}
 		res.Content = CutToolResult(res.Content)
-		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content, Permission: res.Permission}, false)
+		x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError, Content: res.Content, Permission: res.Permission, Sandbox: res.Sandbox}, false)
 	}
 	x.toolMessage(c, res)
 	x.flush()

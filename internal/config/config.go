@@ -44,6 +44,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/models"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/rules"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 )
 
 // MaxFileSize bounds a configuration file.
@@ -124,6 +125,10 @@ type File struct {
 	Models      map[string]Model
 	MCPServers  map[string]MCPServer
 	Permissions []rules.Rule
+	// Sandbox are the file's sandbox keys (contract section 12).
+	Sandbox sandbox.Patch
+	// workspace marks a workspace's file, which may only narrow Sandbox.
+	workspace bool
 
 	data []byte
 	// refs are the places that name a provider, checked once every file
@@ -146,6 +151,9 @@ type Config struct {
 	Models      map[string]Model     `json:"models,omitempty"`
 	MCPServers  map[string]MCPServer `json:"mcp_servers,omitempty"`
 	Permissions []Permission         `json:"permissions,omitempty"`
+	// Sandbox is what the agent's commands may touch, unless a session
+	// says otherwise.
+	Sandbox sandbox.Settings `json:"sandbox,omitempty"`
 	// ModelSource is the file Model came from.
 	ModelSource string `json:"-"`
 
@@ -186,7 +194,7 @@ func parse(path string, data []byte, workspace bool) (*File, error) {
 		c.add(se.off, "", "%s", se.msg)
 		return nil, c.errs
 	}
-	f := &File{Path: path, data: data}
+	f := &File{Path: path, data: data, workspace: workspace}
 	f.check(c, root)
 	if len(c.errs) > 0 {
 		return nil, c.errs
@@ -194,7 +202,7 @@ func parse(path string, data []byte, workspace bool) (*File, error) {
 	return f, nil
 }
 
-var topKeys = []string{"model", "providers", "models", "mcp_servers", "permissions"}
+var topKeys = []string{"model", "providers", "models", "mcp_servers", "permissions", "sandbox", "sandbox_network", "sandbox_read", "sandbox_write"}
 
 func (f *File) check(c *checker, root *node) {
 	top, ok := c.object(root, "", topKeys...)
@@ -247,6 +255,7 @@ func (f *File) check(c *checker, root *node) {
 	if n := top["permissions"]; n != nil {
 		f.Permissions = checkPermissions(c, n, "permissions")
 	}
+	f.Sandbox = checkSandbox(c, top)
 }
 
 var providerKeys = []string{"type", "base_url", "api_key_env"}
@@ -450,6 +459,15 @@ func Merge(files ...*File) (*Config, error) {
 		cfg.Providers = mergeMap(cfg.Providers, f.Providers)
 		cfg.Models = mergeMap(cfg.Models, f.Models)
 		cfg.MCPServers = mergeMap(cfg.MCPServers, f.MCPServers)
+		next := f.Sandbox.Apply(cfg.Sandbox)
+		if f.workspace {
+			// Anyone who can write the workspace can write its file:
+			// it may only narrow what the server's file set.
+			if keys := next.WideningKeys(cfg.Sandbox); len(keys) > 0 {
+				return nil, Errors{{File: f.Path, Key: keys[0], Reason: fmt.Sprintf("a workspace's file may only narrow the sandbox the server's configuration sets (%s would widen it); an owner sets wider values in the server's configuration file or on a session", strings.Join(keys, ", "))}}
+			}
+		}
+		cfg.Sandbox = next
 		ps := make([]Permission, len(f.Permissions))
 		for i, r := range f.Permissions {
 			ps[i] = Permission{Rule: r, Source: f.Path}
@@ -504,6 +522,22 @@ func mergeMap[V any](into, from map[string]V) map[string]V {
 	}
 	maps.Copy(into, from)
 	return into
+}
+
+// KeyVariables names the environment variables the providers read their
+// keys from (api_key_env): secrets the agent's commands never see.
+func (c *Config) KeyVariables() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range c.Providers {
+		if p.APIKeyEnv != "" {
+			out = append(out, p.APIKeyEnv)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // MCPServerNames returns the configured MCP servers' names, sorted.

@@ -38,6 +38,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/rules"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/toolset"
@@ -63,6 +64,13 @@ type Config struct {
 	// Checkpoints keeps the workspaces' checkpoints (section 11); nil, or
 	// a store without store.Rewinds, takes none.
 	Checkpoints *checkpoint.Manager
+	// Sandbox starts the agent's commands confined (contract section 12);
+	// nil confines none, so that every command but those under "off"
+	// is refused.
+	Sandbox *sandbox.Launcher
+	// SandboxDir is where each session's $TMPDIR (tmp/SESSION_ID) and
+	// each workspace's build cache (cache/WORKSPACE_ID) are: the data dir.
+	SandboxDir string
 	// Getenv reads provider settings (API keys, base URLs); os.Getenv in production.
 	Getenv func(string) string
 	// Hooks, when set, is bound to the Coordinator New makes: the
@@ -714,13 +722,16 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 		settings := c.settings(sess)
 		mgrs, release := c.runMCP(ctx, sr.ws, sr.id, settings, cfg)
 		defer release()
-		rc = toolset.RunConfig{Rules: c.sessionRules(sess.ID, settings.Permissions).Then(cfg.Rules()), MCP: mgrs}
+		box := c.cfg.Sandbox.Box(c.sandboxSpec(sr.ws, sr.id, settings, cfg), cfg.KeyVariables())
+		rc = toolset.RunConfig{Rules: c.sessionRules(sess.ID, settings.Permissions).Then(cfg.Rules()), MCP: mgrs, Sandbox: box}
 		ar.Refresh = func(ar *agent.Run) {
 			if changes == c.cfg.Sessions.Changes() {
 				return
 			}
 			if sess, err := read(); err == nil {
 				c.configure(ar, sess, cfg)
+				// A narrowed (or widened) sandbox holds from the next command on.
+				box.Set(c.sandboxSpec(sr.ws, sr.id, c.settings(sess), cfg))
 			}
 		}
 	}
@@ -985,6 +996,7 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 	c.cfg.Broker.CancelSession(ctx, ws, sessionID)
 	return func(deleted bool) {
 		if deleted {
+			c.removeSessionTmp(sessionID)
 			// Counted before the state machine can be dropped: see admitLocked.
 			c.deletes.Add(1)
 			c.cfg.Tools.ForgetSession(sessionID)

@@ -36,7 +36,9 @@ type Config struct {
 	Version      string
 	DefaultModel string
 	// NodeID is the node id GET /v1/health reports.
-	NodeID  string
+	NodeID string
+	// Sandbox is whether the agent's commands can be confined here.
+	Sandbox proto.SandboxStatus
 	MaxBody int64
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers; 0 means DefaultBodyTimeout.
@@ -213,7 +215,7 @@ func (a *API) Handler() http.Handler {
 }
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel, NodeID: a.cfg.NodeID})
+	writeJSON(w, http.StatusOK, proto.Health{Status: "ok", Version: a.cfg.Version, DefaultModel: a.cfg.DefaultModel, NodeID: a.cfg.NodeID, Sandbox: a.cfg.Sandbox})
 }
 
 func (a *API) refuseWhileStopping(next http.Handler) http.Handler {

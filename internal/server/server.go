@@ -32,12 +32,14 @@ import (
 	"github.com/tandem-dev/tandem/internal/memtrim"
 	"github.com/tandem-dev/tandem/internal/pending"
 	"github.com/tandem-dev/tandem/internal/provider/registry"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/sqlite"
 	"github.com/tandem-dev/tandem/internal/toolset"
 	"github.com/tandem-dev/tandem/internal/workspace"
+	"github.com/tandem-dev/tandem/proto"
 	"github.com/tandem-dev/tandem/web"
 )
 
@@ -121,6 +123,10 @@ type Config struct {
 	// TokenWatchEvery is how often open streams' tokens are checked
 	// against the store; 0 means auth.DefaultWatchEvery.
 	TokenWatchEvery time.Duration
+	// SandboxHelper is the tandem binary the agent's commands are started
+	// through, confined (contract section 12): tandem serve's own. ""
+	// confines nothing, so only commands whose sandbox is "off" run.
+	SandboxHelper string
 }
 
 // IdleSweepEvery is how often a server sweeps its caches: what an idle
@@ -156,6 +162,8 @@ type Server struct {
 	stopSweepsOnce sync.Once
 	// trim gives the heap back to the OS when a burst of load ends.
 	trim *memtrim.Trimmer
+	// sandbox starts the agent's commands confined.
+	sandbox *sandbox.Launcher
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -228,6 +236,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		db = sq
 	}
 	s.store = db
+	if cfg.SandboxHelper != "" {
+		s.sandbox = sandbox.NewLauncher(ctx, cfg.SandboxHelper)
+	}
 	s.hub = hub.New(hub.Config{
 		QueueBytes: cfg.StreamQueueBytes,
 		Heartbeat:  cfg.Heartbeat,
@@ -284,6 +295,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		MCP:         mcp.PoolOptions{HandshakeTimeout: cfg.MCPHandshakeTimeout, ClientVersion: Version},
 		NewProvider: s.providers.Provider,
 		Checkpoints: checkpoint.NewManager(filepath.Join(dir.Path(), "checkpoints")),
+		Sandbox:     s.sandbox,
+		SandboxDir:  dir.Path(),
 		Getenv:      cfg.Getenv,
 		Hooks:       hooks,
 		Logger:      cfg.Logger,
@@ -330,6 +343,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		App:            app,
 		Services:       services,
 		NodeID:         nodeID,
+		Sandbox:        s.SandboxStatus(),
 		Auth:           s.auth,
 		Logger:         cfg.Logger,
 	})
@@ -379,6 +393,16 @@ func (s *Server) sweepIdle(ticks <-chan time.Time) {
 			s.providers.SweepIdle()
 		}
 	}
+}
+
+// SandboxStatus says whether the agent's commands can be confined here,
+// and how (GET /v1/health, tandem serve's line at start).
+func (s *Server) SandboxStatus() proto.SandboxStatus {
+	if s.sandbox == nil {
+		return proto.SandboxStatus{Mechanism: "none", Reason: "no sandbox helper was configured"}
+	}
+	st := s.sandbox.Status()
+	return proto.SandboxStatus{Available: st.Available, Mechanism: st.Mechanism, Reason: st.Reason}
 }
 
 // Handler is the server's root HTTP handler (tests serve it with httptest).

@@ -57,6 +57,15 @@ func (s *Service) Fork(ctx context.Context, wsID, sessionID string, req proto.Fo
 		// what the agent may do to owners; section 11 would copy it).
 		settings.PermissionMode = proto.PermissionModeAsk
 	}
+	settings.Sandbox = src.Sandbox
+	if !ownerCalls(ctx) {
+		// As with allow_all: a member's fork of a session an owner let
+		// reach more gets the defaults, not the owner's widening.
+		base := s.sandboxBase(ws)
+		if src.SandboxOf(base).Widens(base) {
+			settings.Sandbox = nil
+		}
+	}
 	from := &proto.ForkedFrom{SessionID: rec.ID}
 	if len(msgs) > 0 {
 		from.MessageID = msgs[len(msgs)-1].ID
@@ -92,6 +101,7 @@ func (s *Service) Export(ctx context.Context, wsID, sessionID string) (proto.Exp
 			Model: rec.Model, ReasoningEffort: rec.ReasoningEffort, SystemMessage: settings.SystemMessage,
 			AvailableTools: settings.AvailableTools, ExcludedTools: settings.ExcludedTools,
 			PermissionMode: mode, Compaction: &compaction,
+			SandboxOptions: sandboxOptions(settings.SandboxOf(s.sandboxBase(ws))),
 		},
 		Messages: msgs,
 	}, nil
@@ -123,6 +133,13 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (pr
 	if err := validMessages(doc.Messages); err != nil {
 		return proto.Session{}, err
 	}
+	if err := validSandbox(st.SandboxOptions); err != nil {
+		return proto.Session{}, err
+	}
+	sandboxPatch := storedPatch(SandboxPatch(st.SandboxOptions))
+	if sandboxPatch != nil && !ownerCalls(ctx) && len(SandboxWidening(s.sandboxBase(ws), st.SandboxOptions)) > 0 {
+		sandboxPatch = nil // the defaults, as for allow_all
+	}
 	if req.PermissionMode == "" || (req.PermissionMode == proto.PermissionModeAllowAll && !ownerCalls(ctx)) {
 		req.PermissionMode = "ask"
 	}
@@ -131,7 +148,7 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (pr
 	}
 	settings := Settings{
 		SystemMessage: req.SystemMessage, AvailableTools: req.AvailableTools, ExcludedTools: req.ExcludedTools,
-		PermissionMode: req.PermissionMode, Compaction: st.Compaction,
+		PermissionMode: req.PermissionMode, Compaction: st.Compaction, Sandbox: sandboxPatch,
 	}
 	if doc.Session.ID != "" {
 		// Stored and shown in every listing of the session: a session id,

@@ -26,6 +26,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/prompt"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/rules"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -71,6 +72,9 @@ type Settings struct {
 	ImportedFrom *proto.ImportedFrom `json:"imported_from,omitempty"`
 	// Permissions are the session's own rules, before the configuration's.
 	Permissions []rules.Rule `json:"permissions,omitempty"`
+	// Sandbox are the session's own sandbox values, over the
+	// configuration's (SandboxOf); nil keeps the configuration's.
+	Sandbox *sandbox.Patch `json:"sandbox,omitempty"`
 }
 
 // CompactionOrDefault is the session's compaction settings.
@@ -222,6 +226,12 @@ func (s *Service) Create(ctx context.Context, wsID string, req proto.CreateSessi
 	}
 	if settings.PermissionMode == "" {
 		settings.PermissionMode = "ask"
+	}
+	if patch := SandboxPatch(req.SandboxOptions); !patch.Empty() {
+		if err := checkWidening(ctx, SandboxWidening(s.sandboxBase(ws), req.SandboxOptions)); err != nil {
+			return proto.Session{}, err
+		}
+		settings.Sandbox = storedPatch(patch)
 	}
 	if settings.Permissions, err = sessionRules(req.Permissions); err != nil {
 		return proto.Session{}, err
@@ -384,6 +394,9 @@ func (s *Service) validateCreate(ws *workspace.Workspace, req *proto.CreateSessi
 		return err
 	}
 	if err := validCompaction(req.Compaction); err != nil {
+		return err
+	}
+	if err := validSandbox(req.SandboxOptions); err != nil {
 		return err
 	}
 	if len(req.Tools) > 0 && req.ClientID == "" {
@@ -580,6 +593,7 @@ func (s *Service) viewWith(ws *workspace.Workspace, rec store.Session, cat *mode
 		PermissionMode:  settings.PermissionMode,
 		ForkedFrom:      settings.ForkedFrom,
 		ImportedFrom:    settings.ImportedFrom,
+		SandboxSettings: sandboxView(settings.SandboxOf(s.sandboxBase(ws))),
 	}
 }
 

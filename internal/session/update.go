@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tandem-dev/tandem/internal/apierr"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/workspace"
 	"github.com/tandem-dev/tandem/proto"
@@ -263,7 +264,28 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 			return proto.Session{}, err
 		}
 	}
+	if err := validSandbox(req.SandboxOptions); err != nil {
+		return proto.Session{}, err
+	}
+	var widening error
 	ws, rec, err := s.updateSettings(ctx, wsID, sessionID, "session", func(rec *store.Session, settings *Settings) bool {
+		if patch := SandboxPatch(req.SandboxOptions); !patch.Empty() {
+			ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+			if err != nil {
+				widening = err
+				return false
+			}
+			base := s.sandboxBase(ws)
+			if widening = checkWidening(ctx, SandboxWidening(settings.SandboxOf(base), req.SandboxOptions)); widening != nil {
+				return false // a refused request changes nothing
+			}
+			var own sandbox.Patch
+			if settings.Sandbox != nil {
+				own = *settings.Sandbox
+			}
+			own = sandbox.Patch{Mode: or(patch.Mode, own.Mode), Network: or(patch.Network, own.Network), Read: or(patch.Read, own.Read), Write: or(patch.Write, own.Write)}
+			settings.Sandbox = storedPatch(own)
+		}
 		if req.Title != nil {
 			rec.Title = *req.Title
 		}
@@ -286,8 +308,19 @@ func (s *Service) Update(ctx context.Context, wsID, sessionID string, req proto.
 	}, func(ws *workspace.Workspace, rec store.Session) workspace.Draft {
 		return workspace.Draft{Type: proto.EventSessionUpdated, SessionID: rec.ID, Data: s.view(ws, rec)}
 	})
+	if err == nil {
+		err = widening
+	}
 	if err != nil {
 		return proto.Session{}, err
 	}
 	return s.view(ws, rec), nil
+}
+
+// or is a when given, else b.
+func or[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -122,17 +122,28 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	// exec.Command rather than CommandContext: on cancel the whole group must
 	// be stopped, and CommandContext only kills the shell itself.
 	shell, shellArgs := shellCommand(a.Command)
-	cmd := exec.Command(shell, shellArgs...)
+	var cmd *exec.Cmd
+	setting := ""
+	if env.Sandbox == nil {
+		cmd = exec.Command(shell, shellArgs...)
+		cmd.Env = os.Environ()
+	} else {
+		setting = env.Sandbox.Setting()
+		if cmd, err = env.Sandbox.Command(shell, shellArgs...); err != nil {
+			pw.Close()
+			return Result{Content: err.Error(), IsError: true, Sandbox: setting}
+		}
+	}
 	cmd.Dir = root
 	cmd.Stdin = nil // the null device
 	cmd.Stdout = pw
 	cmd.Stderr = pw // one pipe for both keeps their interleaving
-	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = append(cmd.Env, "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0")
 	procgroup.Prepare(cmd)
 	err = cmd.Start()
 	pw.Close() // the children hold their copies; ours would keep EOF away
 	if err != nil {
-		return errorf("starting command: %v", err)
+		return Result{Content: fmt.Sprintf("starting command: %v", err), IsError: true, Sandbox: setting}
 	}
 	group := procgroup.Of(cmd)
 	defer group.Release()
@@ -196,6 +207,11 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	if incomplete {
 		notes = append(notes, "output may be incomplete: a process outside the command's process group kept the output open")
 	}
+	if isErr && stopped == "" && env.Sandbox != nil {
+		if n := env.Sandbox.Explain(text); n != "" {
+			notes = append(notes, n)
+		}
+	}
 	if text == "" && len(notes) == 0 {
 		text = "(no output)"
 	}
@@ -205,7 +221,7 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		}
 		text += "[" + n + "]"
 	}
-	return Result{Content: text, IsError: isErr}
+	return Result{Content: text, IsError: isErr, Sandbox: setting}
 }
 
 // headTail keeps the first head and the last tail bytes written and counts

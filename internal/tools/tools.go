@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os/exec"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -27,6 +28,26 @@ type Env struct {
 	// or writes is Root or below it; the model names them relative to Root
 	// or absolute (in either Root's spelling or its symlink-resolved one).
 	Root string
+	// Sandbox confines bash's commands (contract section 12). nil runs
+	// them unconfined: only for callers that run no command for an agent
+	// (the server always sets it; its "off" is a Sandbox too).
+	Sandbox Sandbox
+}
+
+// Sandbox starts the commands of a call confined.
+type Sandbox interface {
+	// Command returns the command that runs name with args confined, its
+	// environment set (without the server's secrets). An error means the
+	// command cannot be confined here and must not run; it says why and
+	// what setting would run it.
+	Command(name string, args ...string) (*exec.Cmd, error)
+	// Setting is the sandbox setting commands run under ("workspace",
+	// "read-only", "off"), which tool.finished reports.
+	Setting() string
+	// Explain returns a note for the output of a command that failed when
+	// the sandbox may be why (the network is off, say) and says which
+	// setting changes it; "" when it has nothing to say.
+	Explain(output string) string
 }
 
 // Result is what goes back to the model.
@@ -37,6 +58,9 @@ type Result struct {
 	// IsError marks a failed call (bad arguments, a path outside the
 	// workspace, a non-zero exit status, a timeout, ...).
 	IsError bool
+	// Sandbox is the sandbox setting a command ran under ("" when the
+	// tool runs none).
+	Sandbox string
 }
 
 // Tool is one built-in tool.

@@ -56,6 +56,9 @@ type RunConfig struct {
 	// may change files (edit, write, bash, MCP tools) runs, once its
 	// permission is given (checkpoints, contract section 11).
 	BeforeChange func(ctx context.Context)
+	// Sandbox confines the run's commands (contract section 12); nil
+	// runs them unconfined, which only tests of other things do.
+	Sandbox tools.Sandbox
 }
 
 // binding is a run's RunConfig and whether its MCP servers were started.
@@ -342,7 +345,7 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 		if t.Name() != call.Name {
 			continue
 		}
-		env := tools.Env{Root: run.Workspace.Path}
+		env := tools.Env{Root: run.Workspace.Path, Sandbox: b.Sandbox}
 		rule := s.decide(ctx, run, b, call, func(p string) (string, bool) {
 			rel, err := env.Rel(p)
 			return rel, err == nil
@@ -366,7 +369,7 @@ func (s *Set) Call(ctx context.Context, run *agent.Run, call provider.ToolCall) 
 			b.BeforeChange(ctx)
 		}
 		res := t.Run(ctx, env, call.Arguments)
-		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval()}
+		return agent.ToolResult{Content: res.Content, IsError: res.IsError, Permission: rule.approval(), Sandbox: res.Sandbox}
 	}
 	if m := b.mcpOwner(call.Name); m != nil {
 		// A revived run calls before it offers anything.
