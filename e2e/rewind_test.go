@@ -168,6 +168,9 @@ func TestRewindAfterBash(t *testing.T) {
 	now := readTree(t, e.workDir)
 	wantTree := maps.Clone(original)
 	wantTree["ignored/x"] = "after\n"
+	// The sandbox made .tandem (empty, read-only to commands) before the
+	// first command ran, so that no command could make it (section 12).
+	wantTree[".tandem"] = "DIR"
 	assert.Equal(t, wantTree, now, "the files are back, nothing else is in the workspace")
 	fi, err := os.Stat(filepath.Join(e.workDir, "bin/tool.sh"))
 	require.NoError(t, err)
