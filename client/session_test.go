@@ -78,3 +78,24 @@ func TestSteerUsageAndCompactThroughTheSDK(t *testing.T) {
 	require.NotNil(t, crc.Usage)
 	assert.Equal(t, rc.Usage.Add(*crc.Usage), got.Usage, "the compaction's usage counts too")
 }
+
+// The sandbox settings through the SDK: a new session shows the default,
+// UpdateSession narrows it, and the health says whether this server can
+// confine commands (this one was given no helper: it cannot).
+func TestSandboxSettingsThroughTheSDK(t *testing.T) {
+	e := startServer(t)
+	ctx := ctxT(t)
+	c := e.c
+	ws := e.workspace()
+	sess, err := c.CreateSession(ctx, ws.ID, proto.CreateSessionRequest{SandboxOptions: proto.SandboxOptions{SandboxRead: &[]string{"/srv/ref"}}})
+	require.NoError(t, err)
+	assert.Equal(t, proto.SandboxSettings{Sandbox: proto.SandboxWorkspace, SandboxRead: []string{"/srv/ref"}, SandboxWrite: []string{}}, sess.SandboxSettings)
+	updated, err := c.UpdateSession(ctx, ws.ID, sess.ID, proto.UpdateSessionRequest{SandboxOptions: proto.SandboxOptions{Sandbox: new(proto.SandboxReadOnly)}})
+	require.NoError(t, err)
+	assert.Equal(t, proto.SandboxReadOnly, updated.Sandbox)
+	assert.Equal(t, []string{"/srv/ref"}, updated.SandboxRead)
+	h, err := c.Health(ctx)
+	require.NoError(t, err)
+	assert.False(t, h.Sandbox.Available)
+	assert.Equal(t, "none", h.Sandbox.Mechanism)
+}

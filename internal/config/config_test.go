@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"truncated", `{"model": "echo"`, `c.json:1:17: invalid JSON: unexpected end of file`},
 		{"trailing value", `{} {}`, `c.json:1:4: unexpected content after the top-level value`},
 		{"not an object", `[]`, `c.json:1:1: must be an object, got an array`},
-		{"unknown top key", `{"modle": "echo"}`, `c.json:1:2: modle: unknown key (did you mean model?); want model, providers, models, mcp_servers or permissions`},
+		{"unknown top key", `{"modle": "echo"}`, `c.json:1:2: modle: unknown key (did you mean model?); want model, providers, models, mcp_servers, permissions, sandbox, sandbox_network, sandbox_read or sandbox_write`},
 		{"duplicate key", "{\"model\": \"echo\",\n \"model\": \"echo\"}", `c.json:2:2: model: given twice`},
 		{"model type", `{"model": 4}`, `c.json:1:11: model: must be a string, got a number`},
 		{"model empty", `{"model": ""}`, `c.json:1:11: model: must not be empty`},
@@ -420,7 +420,7 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"x": 1}`), 0o600))
 	_, err = Check(server, bad, filepath.Join(dir, "none.json"))
 	require.Error(t, err)
-	assert.Equal(t, bad+`:1:2: x: unknown key; want model, providers, models, mcp_servers or permissions`+"\n"+
+	assert.Equal(t, bad+`:1:2: x: unknown key; want model, providers, models, mcp_servers, permissions, sandbox, sandbox_network, sandbox_read or sandbox_write`+"\n"+
 		filepath.Join(dir, "none.json")+`: cannot read: no such file`, err.Error(), "every file's problems, each named")
 }
 
