@@ -367,3 +367,58 @@ func TestSandboxRefusesWithoutLandlock(t *testing.T) {
 	assert.Equal(t, sandbox.ModeOff, tf.Sandbox)
 	assert.FileExists(t, filepath.Join(e.workDir, "ran.txt"))
 }
+
+// A stdio MCP server whose entry says "sandbox": "workspace" runs confined
+// as the agent's commands do: it reads the workspace, not a directory
+// outside, and sees no other process.
+func TestSandboxConfinesAnMCPServerThatAsks(t *testing.T) {
+	other := t.TempDir()
+	otherFile, otherSecret := secretFile(t, other, "secret.txt")
+	bin, err := filepath.Abs(os.Args[0])
+	require.NoError(t, err)
+	e := startEnv(t, withConfigFile(t, `{
+		"sandbox_read": [`+strconvQuote(filepath.Dir(bin))+`],
+		"permissions": [{"tool": "mcp__*", "decision": "allow"}]
+	}`))
+	control := filepath.Join(e.workDir, "control.txt")
+	require.NoError(t, os.WriteFile(control, []byte("CONTROL\n"), 0o644))
+	var entry map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdioServer("serve")), &entry))
+	entry["sandbox"] = "workspace"
+	free := map[string]any{}
+	require.NoError(t, json.Unmarshal([]byte(stdioServer("serve")), &free))
+	servers, err := json.Marshal(map[string]any{"boxed": entry, "free": free})
+	require.NoError(t, err)
+	writeWorkspaceConfig(t, e.workDir, `{"mcp_servers": `+string(servers)+`}`)
+
+	fake := newFakeModel(t, "openai", func(n int, req map[string]any) step {
+		if n == 0 {
+			return step{toolCalls: []scriptedCall{
+				{ID: "boxed_out", Name: "mcp__boxed__read", Args: fmt.Sprintf(`{"path": %q}`, otherFile)},
+				{ID: "boxed_in", Name: "mcp__boxed__read", Args: fmt.Sprintf(`{"path": %q}`, control)},
+				{ID: "boxed_pid", Name: "mcp__boxed__pid", Args: `{}`},
+				{ID: "free_out", Name: "mcp__free__read", Args: fmt.Sprintf(`{"path": %q}`, otherFile)},
+			}}
+		}
+		return step{text: []string{"done"}}
+	})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.openAISession(ws.ID, fake, nil)
+	acc := e.prompt(ws.ID, sess.ID, "read them")
+	rc, _ := s.collect(acc.RunID, func(pr proto.PermissionRequest) { t.Errorf("asked: %+v", pr) })
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome, "%+v", rc.Error)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	got := toolResults(reqs[1])
+	assert.Contains(t, got["boxed_out"], "permission denied")
+	assert.NotContains(t, got["boxed_out"], otherSecret)
+	assert.Equal(t, "CONTROL\n", got["boxed_in"], "the confined server reads the workspace")
+	assert.Equal(t, "1", got["boxed_pid"], "the confined server is the first process of its own PID namespace")
+	assert.Contains(t, got["free_out"], otherSecret, "a server that does not ask runs as its owner configured it")
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -106,6 +106,9 @@ type MCPServer struct {
 	// Tools are patterns (* matches any run of characters) over the
 	// server's own tool names; nil offers every tool.
 	Tools []string `json:"tools,omitempty"`
+	// Sandbox, for a stdio server, confines it as the agent's commands
+	// are ("workspace" or "read-only"); "" runs it unconfined.
+	Sandbox string `json:"sandbox,omitempty"`
 	// Source is the file the entry came from ("" for a session's own).
 	Source string `json:"-"`
 }

@@ -430,7 +430,7 @@ func TestParseMCPServers(t *testing.T) {
 	assert.Equal(t, MCPServer{Type: "stdio", Command: "git-mcp"}, servers["git"])
 
 	_, err = ParseMCPServers("mcp_servers", []byte(`{"git": {"type": "stdio", "comand": "git-mcp"}}`))
-	assert.EqualError(t, err, "mcp_servers.git.comand: unknown key (did you mean command?); want type, command, args, env, url, headers or tools\nmcp_servers.git.command: is required for a stdio server")
+	assert.EqualError(t, err, "mcp_servers.git.comand: unknown key (did you mean command?); want type, command, args, env, url, headers, tools or sandbox\nmcp_servers.git.command: is required for a stdio server")
 }
 
 func TestExpand(t *testing.T) {

@@ -9,12 +9,13 @@ import (
 	"unicode"
 
 	"github.com/tandem-dev/tandem/internal/rules"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 )
 
 var (
-	stdioKeys = []string{"type", "command", "args", "env", "tools"}
+	stdioKeys = []string{"type", "command", "args", "env", "tools", "sandbox"}
 	httpKeys  = []string{"type", "url", "headers", "tools"}
-	mcpKeys   = []string{"type", "command", "args", "env", "url", "headers", "tools"}
+	mcpKeys   = []string{"type", "command", "args", "env", "url", "headers", "tools", "sandbox"}
 )
 
 // ParseMCPServers reads a session's own mcp_servers (a request body's
@@ -118,6 +119,16 @@ func checkMCPServer(c *checker, n *node, path string) (MCPServer, bool) {
 				}
 				return nil
 			})
+		}
+		if v := fields["sandbox"]; v != nil {
+			// Unconfined unless asked: the owner configured the server
+			// to run as it does (contract section 12).
+			if mode, ok := c.str(v, keyPath(path, "sandbox"), maxNameLen); ok {
+				if mode != sandbox.ModeWorkspace && mode != sandbox.ModeReadOnly {
+					c.add(v.off, keyPath(path, "sandbox"), "%s is not workspace or read-only", quote(mode))
+				}
+				s.Sandbox = mode
+			}
 		}
 	case TransportHTTP:
 		if v := fields["url"]; v == nil {

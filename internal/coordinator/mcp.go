@@ -38,7 +38,7 @@ func emitStatus(ws *workspace.Workspace, log *slog.Logger, st proto.MCPServerSta
 
 // scope is where a workspace's servers (sessionID "") or a session's run.
 func (c *Coordinator) scope(ws *workspace.Workspace, sessionID string) mcp.Scope {
-	return mcp.Scope{WorkspaceID: ws.ID, Dir: ws.Path, SessionID: sessionID, Reporter: statusReporter{ws: ws, log: c.log}}
+	return mcp.Scope{WorkspaceID: ws.ID, Dir: ws.Path, SessionID: sessionID, Reporter: statusReporter{ws: ws, log: c.log}, Confine: c.confineMCP(ws, sessionID)}
 }
 
 // runMCP acquires the MCP servers of the run: the session's own first,

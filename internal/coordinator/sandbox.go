@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/tandem-dev/tandem/internal/config"
+	"github.com/tandem-dev/tandem/internal/mcp"
 	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/session"
 	"github.com/tandem-dev/tandem/internal/workspace"
@@ -34,5 +36,31 @@ func (c *Coordinator) removeSessionTmp(sessionID string) {
 	dir := filepath.Join(c.cfg.SandboxDir, "tmp", filepath.Base(sessionID))
 	if err := os.RemoveAll(dir); err != nil {
 		c.log.Warn("remove a deleted session's temporary directory", "session_id", sessionID, "err", err)
+	}
+}
+
+// confineMCP starts the stdio MCP servers of a workspace (sessionID "") or
+// of a session whose entries ask for a sandbox: under the mode they ask,
+// with the configuration's paths and network, in the workspace, with a
+// $TMPDIR of their scope's own.
+func (c *Coordinator) confineMCP(ws *workspace.Workspace, sessionID string) mcp.Confine {
+	return func(mode string, env []string, name string, args ...string) (*exec.Cmd, error) {
+		cfg, err := c.cfg.Configs.Workspace(ws.Path)
+		if err != nil {
+			return nil, err
+		}
+		spec := c.sandboxSpec(ws, "mcp-"+ws.ID, session.Settings{}, cfg)
+		if sessionID != "" {
+			spec.Tmp = filepath.Join(filepath.Dir(spec.Tmp), sessionID)
+		}
+		spec.Mode = mode
+		for _, d := range []string{spec.Tmp, spec.Cache} {
+			if d != "" {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return c.cfg.Sandbox.Command(spec, sandbox.Env(env, spec, cfg.KeyVariables()), name, args...)
 	}
 }

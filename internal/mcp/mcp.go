@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"os"
 	"slices"
 	"sort"
@@ -99,6 +100,10 @@ const (
 	DefaultMaxResult = 1 << 20
 )
 
+// Confine returns the command that runs name with args, with env,
+// confined under mode (contract section 12), or why it cannot.
+type Confine func(mode string, env []string, name string, args ...string) (*exec.Cmd, error)
+
 // Options configure a Manager. Only Dir is required.
 type Options struct {
 	// Dir is the working directory of stdio servers (the workspace root) and
@@ -123,6 +128,9 @@ type Options struct {
 	HTTPTransport *http.Transport
 	// ClientVersion is told to servers in the handshake.
 	ClientVersion string
+	// Confine starts a stdio server whose entry asks for a sandbox mode;
+	// nil starts none of them (they fail, saying why).
+	Confine Confine
 
 	HandshakeTimeout time.Duration // default DefaultHandshakeTimeout
 	CallTimeout      time.Duration // default DefaultCallTimeout

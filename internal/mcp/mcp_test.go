@@ -45,7 +45,7 @@ func start(t *testing.T, servers map[string]config.MCPServer, opts Options) (*Ma
 	return m, rec
 }
 
-var allTools = []string{"add_tool", "big", "cwd", "die", "echo", "env", "fail", "mixed", "pid", "sleep", "spawn"}
+var allTools = []string{"add_tool", "big", "cwd", "die", "echo", "env", "fail", "mixed", "pid", "read", "sleep", "spawn"}
 
 func prefixed(server string, tools ...string) []string {
 	out := make([]string, len(tools))

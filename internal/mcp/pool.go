@@ -34,6 +34,8 @@ type Scope struct {
 	SessionID string
 	// Reporter hears of the servers' states; nil ignores them.
 	Reporter Reporter
+	// Confine starts the servers that ask for a sandbox (Options.Confine).
+	Confine Confine
 }
 
 // Pool owns the MCP servers of workspaces (their configuration's
@@ -132,6 +134,7 @@ func (p *Pool) Acquire(ctx context.Context, sc Scope, servers map[string]config.
 		Logger:           p.log.With("workspace_id", sc.WorkspaceID),
 		Reporter:         sc.Reporter,
 		ClientVersion:    p.opts.ClientVersion,
+		Confine:          sc.Confine,
 		HandshakeTimeout: p.opts.HandshakeTimeout,
 		RetryAfter:       p.opts.RetryAfter,
 	})

@@ -83,9 +83,22 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 		closeAll(inR, inW, outR, outW)
 		return nil, err
 	}
-	cmd := exec.Command(path, args...)
+	var cmd *exec.Cmd
+	if mode := s.spec.Sandbox; mode != "" {
+		if s.m.opts.Confine == nil {
+			err = fmt.Errorf("cannot start %s confined: this server runs no sandbox", s.spec.Command)
+		} else {
+			cmd, err = s.m.opts.Confine(mode, env, path, args...)
+		}
+		if err != nil {
+			closeAll(inR, inW, outR, outW, errR, errW)
+			return nil, err
+		}
+	} else {
+		cmd = exec.Command(path, args...)
+		cmd.Env = env
+	}
 	cmd.Dir = s.m.opts.Dir
-	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Its own process group, so that stopping it stops what it started.
 	procgroup.Prepare(cmd)

@@ -103,6 +103,10 @@ type bigArgs struct {
 
 type none struct{}
 
+type readArgs struct {
+	Path string `json:"path"`
+}
+
 func text(s string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
 }
@@ -172,6 +176,14 @@ func NewServer(opts Options) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
 			wd, err := os.Getwd()
 			return text(wd), nil, err
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "read", Description: "The content of a file, or why it cannot be read."},
+		func(_ context.Context, _ *sdk.CallToolRequest, a readArgs) (*sdk.CallToolResult, any, error) {
+			data, err := os.ReadFile(a.Path)
+			if err != nil {
+				return text("cannot read: " + err.Error()), nil, nil
+			}
+			return text(string(data)), nil, nil
 		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "pid", Description: "The server's process id."},
 		func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
