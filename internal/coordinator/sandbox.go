@@ -44,7 +44,7 @@ func (c *Coordinator) removeSessionTmp(sessionID string) {
 // with the configuration's paths and network, in the workspace, with a
 // $TMPDIR of their scope's own.
 func (c *Coordinator) confineMCP(ws *workspace.Workspace, sessionID string) mcp.Confine {
-	return func(mode string, env []string, name string, args ...string) (*exec.Cmd, error) {
+	return func(mode string, env []string, dir string, stdin, stdout, stderr *os.File, name string, args ...string) (*exec.Cmd, error) {
 		cfg, err := c.cfg.Configs.Workspace(ws.Path)
 		if err != nil {
 			return nil, err
@@ -54,13 +54,9 @@ func (c *Coordinator) confineMCP(ws *workspace.Workspace, sessionID string) mcp.
 			spec.Tmp = filepath.Join(filepath.Dir(spec.Tmp), sessionID)
 		}
 		spec.Mode = mode
-		for _, d := range []string{spec.Tmp, spec.Cache} {
-			if d != "" {
-				if err := os.MkdirAll(d, 0o700); err != nil {
-					return nil, err
-				}
-			}
+		if err := sandbox.MakeDirs(spec); err != nil {
+			return nil, err
 		}
-		return c.cfg.Sandbox.Command(spec, sandbox.Env(env, spec, cfg.KeyVariables()), name, args...)
+		return c.cfg.Sandbox.Start(spec, sandbox.Env(env, spec, cfg.KeyVariables()), dir, sandbox.Stdio{stdin, stdout, stderr}, name, args...)
 	}
 }

@@ -100,9 +100,10 @@ const (
 	DefaultMaxResult = 1 << 20
 )
 
-// Confine returns the command that runs name with args, with env,
-// confined under mode (contract section 12), or why it cannot.
-type Confine func(mode string, env []string, name string, args ...string) (*exec.Cmd, error)
+// Confine starts name with args in dir, with env and stdin, stdout and
+// stderr, confined under mode (contract section 12), as the leader of a
+// process group of its own, or says why it cannot.
+type Confine func(mode string, env []string, dir string, stdin, stdout, stderr *os.File, name string, args ...string) (*exec.Cmd, error)
 
 // Options configure a Manager. Only Dir is required.
 type Options struct {

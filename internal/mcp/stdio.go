@@ -86,23 +86,19 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 	var cmd *exec.Cmd
 	if mode := s.spec.Sandbox; mode != "" {
 		if s.m.opts.Confine == nil {
-			err = fmt.Errorf("cannot start %s confined: this server runs no sandbox", s.spec.Command)
+			err = errors.New("this server runs no sandbox")
 		} else {
-			cmd, err = s.m.opts.Confine(mode, env, path, args...)
-		}
-		if err != nil {
-			closeAll(inR, inW, outR, outW, errR, errW)
-			return nil, err
+			cmd, err = s.m.opts.Confine(mode, env, s.m.opts.Dir, inR, outW, errW, path, args...)
 		}
 	} else {
 		cmd = exec.Command(path, args...)
+		cmd.Dir = s.m.opts.Dir
 		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+		// Its own process group, so that stopping it stops what it started.
+		procgroup.Prepare(cmd)
+		err = cmd.Start()
 	}
-	cmd.Dir = s.m.opts.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	// Its own process group, so that stopping it stops what it started.
-	procgroup.Prepare(cmd)
-	err = cmd.Start()
 	closeAll(inR, outW, errW) // the child's ends
 	if err != nil {
 		closeAll(inW, outR, errR)

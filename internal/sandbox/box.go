@@ -42,21 +42,33 @@ func (b *Box) Spec() Spec {
 	return b.spec
 }
 
-// Command returns the command that runs name with args confined by the
-// current spec (see Launcher.Command), its $TMPDIR and cache made first.
-func (b *Box) Command(name string, args ...string) (*exec.Cmd, error) {
+// Start starts name with args in dir confined by the current spec (see
+// Launcher.Start), with extraEnv added to its environment, stdin from the
+// null device and stdout and stderr to out; its $TMPDIR and cache are
+// made first.
+func (b *Box) Start(dir string, extraEnv []string, out *os.File, name string, args ...string) (*exec.Cmd, error) {
 	spec := b.Spec()
-	if spec.Mode != ModeOff {
-		for _, d := range []string{spec.Tmp, spec.Cache} {
-			if d == "" {
-				continue
-			}
-			if err := os.MkdirAll(d, 0o700); err != nil {
-				return nil, fmt.Errorf("command not run: making its directory %s: %w", d, err)
-			}
+	if err := MakeDirs(spec); err != nil {
+		return nil, err
+	}
+	env := append(Env(os.Environ(), spec, b.keyEnv), extraEnv...)
+	return b.l.Start(spec, env, dir, Stdio{nil, out, out}, name, args...)
+}
+
+// MakeDirs makes the $TMPDIR and the cache of a confined spec.
+func MakeDirs(spec Spec) error {
+	if spec.Normal().Mode == ModeOff {
+		return nil
+	}
+	for _, d := range []string{spec.Tmp, spec.Cache} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("command not run: making its directory %s: %w", d, err)
 		}
 	}
-	return b.l.Command(spec, Env(os.Environ(), spec, b.keyEnv), name, args...)
+	return nil
 }
 
 // Setting is the mode commands run under.

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-dev/tandem/internal/procgroup"
 )
 
 // minABI is the oldest Landlock ABI that confines what section 12 asks:
@@ -104,41 +107,242 @@ func landlockABI() int {
 	return v
 }
 
-// Main is the helper: `tandem sandbox-exec SPEC -- PROGRAM ARGS...`. It
-// confines itself as SPEC says, then executes PROGRAM, which with all it
-// starts stays confined. It returns only on failure, with the exit status
+// Main is the helper: `tandem sandbox-exec --wait` reads the command it
+// is to become from descriptor 3 (with its standard descriptors), confines
+// itself as the command's spec says, then executes it, which with all it
+// starts stays confined; `tandem sandbox-exec SPEC --probe` confines
+// itself and exits 0. Main returns only on failure, with the exit status
 // to exit with, having said why on stderr.
 func Main(args []string, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "tandem sandbox: "+format+"\n", a...)
 		return exitSetup
 	}
-	if len(args) < 2 {
-		return fail("usage: tandem %s SPEC -- PROGRAM [ARGS...]", HelperCommand)
-	}
-	var spec Spec
-	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
-		return fail("reading the policy: %v", err)
-	}
-	probe := args[1] == ProbeArg
-	if !probe && (args[1] != "--" || len(args) < 3) {
-		return fail("usage: tandem %s SPEC -- PROGRAM [ARGS...]", HelperCommand)
-	}
 	// Capabilities, no_new_privs and the securebits are a thread's: the
 	// thread that drops them is the one that executes the program.
 	runtime.LockOSThread()
-	if err := confine(spec); err != nil {
+	switch {
+	case len(args) == 1 && args[0] == WaitArg:
+	case len(args) == 2 && args[1] == ProbeArg:
+		var spec Spec
+		if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
+			return fail("reading the policy: %v", err)
+		}
+		if err := confine(spec); err != nil {
+			return fail("%v; the command did not run", err)
+		}
+		return 0
+	default:
+		return fail("usage: tandem %s %s", HelperCommand, WaitArg)
+	}
+	req, ok, err := receive()
+	if !ok {
+		return 0 // the server stopped waiting for this helper
+	}
+	if err != nil {
 		return fail("%v; the command did not run", err)
 	}
-	if probe {
-		return 0
+	if req.Dir != "" {
+		if err := os.Chdir(req.Dir); err != nil {
+			return fail("%v; the command did not run", err)
+		}
 	}
-	path, err := exec.LookPath(args[2])
+	if err := confine(req.Spec); err != nil {
+		return fail("%v; the command did not run", err)
+	}
+	if len(req.Argv) == 0 {
+		return fail("no command")
+	}
+	path, err := lookPath(req.Argv[0], req.Env)
 	if err != nil {
 		return fail("%v", err)
 	}
-	err = syscall.Exec(path, args[2:], os.Environ())
-	return fail("executing %s: %v", args[2], err)
+	err = syscall.Exec(path, req.Argv, req.Env)
+	return fail("executing %s: %v", req.Argv[0], err)
+}
+
+// maxRequest bounds a request's size (its environment, mostly).
+const maxRequest = 16 << 20
+
+// receive reads the request from descriptor 3: a 4-byte length carrying
+// the command's stdin, stdout and stderr, which become this process's,
+// then the request's JSON. ok is false when the server closed its end
+// without sending one.
+func receive() (req request, ok bool, err error) {
+	conn := os.NewFile(3, "sandbox-request")
+	defer conn.Close()
+	// Ready: the launcher hands out only helpers that got this far.
+	if _, err := conn.Write([]byte{1}); err != nil {
+		return req, false, nil
+	}
+	hdr := make([]byte, 4)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := unix.Recvmsg(3, hdr, oob, 0)
+	if err != nil {
+		return req, true, fmt.Errorf("reading the command: %w", err)
+	}
+	if n == 0 {
+		return req, false, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return req, true, fmt.Errorf("reading the command's descriptors: %v", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 3 {
+		return req, true, fmt.Errorf("reading the command's descriptors: %v (%d)", err, len(fds))
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return req, true, fmt.Errorf("taking descriptor %d: %w", i, err)
+		}
+		unix.Close(fd)
+	}
+	if n < len(hdr) {
+		if _, err := io.ReadFull(conn, hdr[n:]); err != nil {
+			return req, true, fmt.Errorf("reading the command: %w", err)
+		}
+	}
+	size := binary.BigEndian.Uint32(hdr)
+	if size > maxRequest {
+		return req, true, fmt.Errorf("the command's request is %d bytes, more than %d", size, maxRequest)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(conn, body); err != nil {
+		return req, true, fmt.Errorf("reading the command: %w", err)
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, true, fmt.Errorf("reading the command: %w", err)
+	}
+	return req, true, nil
+}
+
+// lookPath finds name as a shell would with env's PATH.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found", name)
+}
+
+// helper is a helper started ahead, waiting for its command on conn.
+type helper struct {
+	cmd  *exec.Cmd
+	conn *os.File
+}
+
+// spawn starts a helper in its own namespaces and process group, waiting.
+func (l *Launcher) spawn() (*helper, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "sandbox-helper"), os.NewFile(uintptr(fds[1]), "sandbox-helper")
+	cmd := exec.Command(l.exe, HelperCommand, WaitArg)
+	// It runs the command with the command's environment; its own needs
+	// nothing of the server's.
+	// GOMAXPROCS=1: few threads, which the exec must each wait to end.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=1"}
+	if v := os.Getenv(NoLandlockEnv); v != "" {
+		cmd.Env = append(cmd.Env, NoLandlockEnv+"="+v)
+	}
+	cmd.ExtraFiles = []*os.File{theirs}
+	prepare(cmd)
+	procgroup.Prepare(cmd)
+	err = cmd.Start()
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
+	}
+	h := &helper{cmd: cmd, conn: ours}
+	// Wait until it is ready (the runtime and every package initialized),
+	// so that a command taking it waits for none of that.
+	ready := make([]byte, 1)
+	if _, err := io.ReadFull(ours, ready); err != nil {
+		h.discard()
+		return nil, fmt.Errorf("starting the sandbox helper: it exited before it was ready")
+	}
+	return h, nil
+}
+
+// discard stops a helper that was never sent a command.
+func (h *helper) discard() {
+	h.conn.Close() // it reads EOF and exits
+	_ = h.cmd.Wait()
+}
+
+// send gives the helper its command and stdio.
+func (h *helper) send(req request, stdio Stdio) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode the command for the sandbox: %w", err)
+	}
+	fds := make([]int, 3)
+	for i, f := range stdio {
+		if f == nil {
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return err
+			}
+			defer null.Close()
+			f = null
+		}
+		fds[i] = int(f.Fd())
+	}
+	hdr := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	raw, err := h.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	if err := raw.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendmsg(int(fd), hdr, unix.UnixRights(fds...), nil, 0)
+		return sendErr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return fmt.Errorf("sending the command to the sandbox helper: %w", sendErr)
+	}
+	if _, err := h.conn.Write(body); err != nil {
+		return fmt.Errorf("sending the command to the sandbox helper: %w", err)
+	}
+	return nil
+}
+
+// startConfined has a helper confine itself and become the command.
+func (l *Launcher) startConfined(req request, stdio Stdio) (*exec.Cmd, error) {
+	var err error
+	for range 2 { // a waiting helper may have died meanwhile: then a new one
+		var h *helper
+		if h, err = l.take(); err != nil {
+			return nil, err
+		}
+		err = h.send(req, stdio)
+		h.conn.Close()
+		if err == nil {
+			return h.cmd, nil
+		}
+		_ = h.cmd.Process.Kill()
+		_ = h.cmd.Wait()
+	}
+	return nil, err
 }
 
 // confine applies spec to this process: its mounts, then Landlock, then
@@ -288,7 +492,23 @@ func restrictLandlock(spec Spec, abi int) error {
 			rules = append(rules, pathRule(p, true))
 		}
 	}
-	return cfg.BestEffort().Restrict(rules...)
+	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
+	if err != nil {
+		return err
+	}
+	if fd < 0 {
+		return errors.New("the kernel restricts nothing of the policy")
+	}
+	defer unix.Close(fd)
+	// This thread only: it is the one that executes the command, which
+	// keeps its domain; the others run nothing but this program's runtime
+	// until the exec ends them. Restricting every thread (libpsx on
+	// kernels before ABI 8) waits for each to be scheduled, which on a
+	// busy machine costs milliseconds a command would wait.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return ll.LandlockRestrictSelf(fd, flags)
 }
 
 // realPath reports whether p (cleaned) is the real path of what it names,
@@ -362,8 +582,7 @@ func restrictSyscalls(spec Spec, abi int) error {
 		groups = append(groups, g)
 	}
 	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
+		NoNewPrivs: true, // this thread's, as for Landlock: the one that executes
 		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups},
 	})
 }

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -18,6 +19,17 @@ func prepare(*exec.Cmd) {}
 // do not run.
 func (l *Launcher) probe(context.Context) Status {
 	return Status{Mechanism: "none", Reason: fmt.Sprintf("Tandem has no sandbox for %s yet (on Linux it uses Landlock)", runtime.GOOS)}
+}
+
+// helper is never started where nothing confines.
+type helper struct{}
+
+func (l *Launcher) spawn() (*helper, error) { return nil, errors.New("no sandbox on " + runtime.GOOS) }
+
+func (h *helper) discard() {}
+
+func (l *Launcher) startConfined(request, Stdio) (*exec.Cmd, error) {
+	return nil, &UnavailableError{Reason: "no sandbox on " + runtime.GOOS}
 }
 
 // Main refuses: nothing is confined on this system.

@@ -2,18 +2,25 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/tandem-dev/tandem/internal/procgroup"
 )
 
 // HelperCommand is the hidden subcommand of the tandem binary that runs
-// Main: `tandem sandbox-exec SPEC -- PROGRAM ARGS...`.
+// Main: `tandem sandbox-exec --wait` (the command comes on descriptor 3)
+// or `tandem sandbox-exec SPEC --probe`.
 const HelperCommand = "sandbox-exec"
+
+// WaitArg makes Main wait for its command on descriptor 3.
+const WaitArg = "--wait"
 
 // ProbeArg, in place of a command, makes Main confine itself as a command
 // would be and exit 0, without running anything: the launcher's check at
@@ -56,27 +63,100 @@ type Spec struct {
 var Secrets = []string{"TANDEM_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY"}
 
 // Launcher starts confined commands. Its zero value is not usable; make
-// one with NewLauncher.
+// one with NewLauncher, and Close it.
 type Launcher struct {
 	exe    string
 	status Status
 	// toolchains are found once: they do not move while the server runs.
 	toolchains []string
+	// warm holds helpers started ahead, each waiting for the one command
+	// it will confine and become: starting the tandem binary costs tens
+	// of milliseconds, which a command then does not wait for.
+	warm chan *helper
+	stop chan struct{}
+	done chan struct{}
 }
+
+// warmHelpers is how many helpers wait ahead: commands that start
+// together (several sessions) each find one.
+const warmHelpers = 2
 
 // NewLauncher returns a Launcher that runs the helper from exe (the
 // tandem binary, os.Executable), and checks once, by running the helper
 // in probe mode, that commands can be confined here. ctx bounds the check.
 func NewLauncher(ctx context.Context, exe string) *Launcher {
-	l := &Launcher{exe: exe, toolchains: findToolchains()}
+	l := &Launcher{exe: exe, toolchains: findToolchains(), warm: make(chan *helper, warmHelpers),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	l.status = l.probe(ctx)
+	if l.status.Available {
+		go l.keepWarm()
+	} else {
+		close(l.done)
+	}
 	return l
+}
+
+// Close stops the helpers waiting ahead; commands already started go on.
+func (l *Launcher) Close() {
+	if l == nil {
+		return
+	}
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	for {
+		select {
+		case h := <-l.warm:
+			h.discard()
+		default:
+			return
+		}
+	}
+}
+
+// keepWarm keeps warmHelpers helpers waiting until Close.
+func (l *Launcher) keepWarm() {
+	defer close(l.done)
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-retry.C:
+		}
+		h, err := l.spawn()
+		if err != nil {
+			retry.Reset(time.Second) // a command starts its own meanwhile
+			continue
+		}
+		select {
+		case l.warm <- h:
+			retry.Reset(0)
+		case <-l.stop:
+			h.discard()
+			return
+		}
+	}
+}
+
+// take returns a waiting helper, or a new one when none waits.
+func (l *Launcher) take() (*helper, error) {
+	select {
+	case h := <-l.warm:
+		return h, nil
+	default:
+		return l.spawn()
+	}
 }
 
 // Status reports whether commands can be confined, and how.
 func (l *Launcher) Status() Status { return l.status }
 
-// UnavailableError is the error of Command when commands cannot be
+// UnavailableError is the error of Start when commands cannot be
 // confined here: the command did not run.
 type UnavailableError struct{ Reason string }
 
@@ -84,34 +164,56 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf(`command not run: this server cannot confine commands (%s), and nothing runs unconfined unless its sandbox setting is "off"; an owner can set sandbox: "off" on this session (or in the configuration file) to run commands without confinement`, e.Reason)
 }
 
-// Command returns the command that runs name with args under spec, with
-// env (already without secrets, see Env). Under ModeOff it is name
-// itself; otherwise the helper, which confines itself, then executes name.
-// It fails, running nothing, when commands cannot be confined here.
-func (l *Launcher) Command(spec Spec, env []string, name string, args ...string) (*exec.Cmd, error) {
+// Stdio are a command's standard input, output and error; nil is the
+// null device.
+type Stdio [3]*os.File
+
+// Start starts name with args in dir under spec, with env (already
+// without secrets, see Env) and stdio, as the leader of a process group
+// of its own (see package procgroup), and returns it started: the caller
+// waits for it. Under ModeOff it is name itself; otherwise a helper that
+// confined itself, then executed name. It fails, starting nothing, when
+// commands cannot be confined here.
+func (l *Launcher) Start(spec Spec, env []string, dir string, stdio Stdio, name string, args ...string) (*exec.Cmd, error) {
 	spec.Settings = spec.Settings.Normal()
 	if spec.Mode == ModeOff {
 		cmd := exec.Command(name, args...)
-		cmd.Env = env
+		cmd.Env, cmd.Dir = env, dir
+		if stdio[0] != nil {
+			cmd.Stdin = stdio[0]
+		}
+		if stdio[1] != nil {
+			cmd.Stdout = stdio[1]
+		}
+		if stdio[2] != nil {
+			cmd.Stderr = stdio[2]
+		}
+		procgroup.Prepare(cmd)
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
 		return cmd, nil
 	}
 	if l == nil || !l.status.Available {
-		reason := "no sandbox launcher"
+		reason := "no sandbox helper"
 		if l != nil {
 			reason = l.status.Reason
 		}
 		return nil, &UnavailableError{Reason: reason}
 	}
-	spec.Toolchains = l.toolchains
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("encode sandbox spec: %w", err)
+	if spec.Root == "" || spec.Tmp == "" {
+		return nil, errors.New("command not run: its sandbox has no workspace or no temporary directory")
 	}
-	full := append([]string{HelperCommand, string(raw), "--", name}, args...)
-	cmd := exec.Command(l.exe, full...)
-	cmd.Env = env
-	prepare(cmd)
-	return cmd, nil
+	spec.Toolchains = l.toolchains
+	return l.startConfined(request{Spec: spec, Argv: append([]string{name}, args...), Env: env, Dir: dir}, stdio)
+}
+
+// request is what a waiting helper is sent: the command it becomes.
+type request struct {
+	Spec Spec     `json:"spec"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
 }
 
 // Env returns environ without the server's secrets (Secrets and the

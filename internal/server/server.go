@@ -305,6 +305,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// In a cluster each workspace's new owner does it as it takes over.
 	if fences == nil {
 		if err := s.runs.Recover(ctx); err != nil {
+			s.sandbox.Close()
 			db.Close()
 			dir.Close()
 			return nil, err
@@ -351,6 +352,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.node != nil {
 		if err := s.node.Start(); err != nil {
 			s.auth.Close()
+			s.sandbox.Close()
 			s.leaveCluster()
 			db.Close()
 			dir.Close()
@@ -486,6 +488,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("stop http server: %w", err))
 	}
 	s.auth.Close()
+	s.sandbox.Close()
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/procgroup"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 )
 
 const (
@@ -124,26 +125,23 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 	shell, shellArgs := shellCommand(a.Command)
 	var cmd *exec.Cmd
 	setting := ""
+	extra := []string{"PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0"}
 	if env.Sandbox == nil {
 		cmd = exec.Command(shell, shellArgs...)
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(), extra...)
+		cmd.Dir = root
+		cmd.Stdin = nil // the null device
+		cmd.Stdout = pw
+		cmd.Stderr = pw // one pipe for both keeps their interleaving
+		procgroup.Prepare(cmd)
+		err = cmd.Start()
 	} else {
 		setting = env.Sandbox.Setting()
-		if cmd, err = env.Sandbox.Command(shell, shellArgs...); err != nil {
-			pw.Close()
-			return Result{Content: err.Error(), IsError: true, Sandbox: setting}
-		}
+		cmd, err = env.Sandbox.Start(root, extra, pw, shell, shellArgs...)
 	}
-	cmd.Dir = root
-	cmd.Stdin = nil // the null device
-	cmd.Stdout = pw
-	cmd.Stderr = pw // one pipe for both keeps their interleaving
-	cmd.Env = append(cmd.Env, "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0")
-	procgroup.Prepare(cmd)
-	err = cmd.Start()
 	pw.Close() // the children hold their copies; ours would keep EOF away
 	if err != nil {
-		return Result{Content: fmt.Sprintf("starting command: %v", err), IsError: true, Sandbox: setting}
+		return Result{Content: startError(err), IsError: true, Sandbox: setting}
 	}
 	group := procgroup.Of(cmd)
 	defer group.Release()
@@ -222,6 +220,16 @@ func (bashTool) Run(ctx context.Context, env Env, args json.RawMessage) Result {
 		text += "[" + n + "]"
 	}
 	return Result{Content: text, IsError: isErr, Sandbox: setting}
+}
+
+// startError is the result of a command that did not start: the
+// sandbox's refusal says itself what to do.
+func startError(err error) string {
+	var ue *sandbox.UnavailableError
+	if errors.As(err, &ue) {
+		return err.Error()
+	}
+	return fmt.Sprintf("starting command: %v", err)
 }
 
 // headTail keeps the first head and the last tail bytes written and counts

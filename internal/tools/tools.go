@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -36,11 +37,13 @@ type Env struct {
 
 // Sandbox starts the commands of a call confined.
 type Sandbox interface {
-	// Command returns the command that runs name with args confined, its
-	// environment set (without the server's secrets). An error means the
-	// command cannot be confined here and must not run; it says why and
-	// what setting would run it.
-	Command(name string, args ...string) (*exec.Cmd, error)
+	// Start starts name with args in dir confined, with extraEnv added to
+	// its environment (which has none of the server's secrets), stdin
+	// from the null device and stdout and stderr to out, as the leader of
+	// a process group of its own; the caller waits for it. An error means
+	// the command did not start: it cannot be confined here (the error
+	// says why and which setting would run it) or could not be started.
+	Start(dir string, extraEnv []string, out *os.File, name string, args ...string) (*exec.Cmd, error)
 	// Setting is the sandbox setting commands run under ("workspace",
 	// "read-only", "off"), which tool.finished reports.
 	Setting() string
