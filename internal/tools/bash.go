@@ -50,6 +50,7 @@ func (bashTool) Description() string {
 - Output is capped at about 30 kB (the beginning and the end are kept); redirect long output to a file and search it with grep or page it with view.
 - Background processes (cmd &) are killed when the command finishes.
 - A non-zero exit status is reported as an error together with the output.
+- Commands usually run in a sandbox: they read and write the workspace and $TMPDIR (use it for scratch files, not /tmp), read the system's directories, and cannot reach other files, the network or other processes. What it refuses fails with "Permission denied", "Read-only file system" or similar; do not retry that the same way, and say so if the task needs more.
 Prefer the view, ls, glob, grep, edit and write tools over cat, find, grep, sed or echo > file.`
 }
 
