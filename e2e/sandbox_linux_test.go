@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -421,4 +422,24 @@ func TestSandboxConfinesAnMCPServerThatAsks(t *testing.T) {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// A canceled run's confined command tree is gone within 2 s: the shell,
+// a child that ignores SIGTERM, and one that left the process group with
+// setsid (which the PID namespace still holds).
+func TestSandboxCancelKillsTheWholeTree(t *testing.T) {
+	e := newSandboxEnv(t)
+	marker := "tandem-sbx-" + newClientID()[:8]
+	cmd := fmt.Sprintf(`setsid bash -c 'exec -a %[1]s-setsid sleep 100' & (trap '' TERM; exec -a %[1]s-deaf sleep 100) & exec -a %[1]s-shell sleep 100`, marker)
+	acc := e.prompt(e.ws.ID, e.sess.ID, bashCall(cmd))
+	e.s.until(proto.EventToolStarted)
+	for _, p := range []string{"-setsid", "-deaf", "-shell"} {
+		eventually(t, func() bool { return processRunning(marker + p) }, "the tree runs: "+p)
+	}
+	e.cancel(e.ws.ID, e.sess.ID)
+	canceledAt := time.Now()
+	rc, _ := e.s.completion(acc.RunID)
+	assert.Equal(t, proto.OutcomeCanceled, rc.Outcome)
+	assert.Less(t, time.Since(canceledAt), 2*time.Second, "tools die within 2 s of a cancel")
+	assert.False(t, processRunning(marker), "a process of the tree outlived the cancel")
 }
