@@ -52,6 +52,9 @@ func prepare(cmd *exec.Cmd) {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		// Kept across the helper's exec (its uid is not 0 in the
+		// namespace), so that it may mount; dropped before the command.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	}
 	cmd.SysProcAttr.Cloneflags = flags
 }
