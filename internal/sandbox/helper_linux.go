@@ -255,6 +255,13 @@ func (l *Launcher) spawn() (*helper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
 	}
+	// Ours non-blocking, so that a read of it can be interrupted by
+	// closing it (Launcher.Close while a helper starts).
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
+	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "sandbox-helper"), os.NewFile(uintptr(fds[1]), "sandbox-helper")
 	cmd := exec.Command(l.exe, HelperCommand, WaitArg)
 	// It runs the command with the command's environment; its own needs
@@ -273,20 +280,25 @@ func (l *Launcher) spawn() (*helper, error) {
 		ours.Close()
 		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
 	}
-	h := &helper{cmd: cmd, conn: ours}
-	// Wait until it is ready (the runtime and every package initialized),
-	// so that a command taking it waits for none of that.
-	ready := make([]byte, 1)
-	if _, err := io.ReadFull(ours, ready); err != nil {
-		h.discard()
-		return nil, fmt.Errorf("starting the sandbox helper: it exited before it was ready")
-	}
-	return h, nil
+	return &helper{cmd: cmd, conn: ours}, nil
 }
+
+// ready waits until the helper is ready (the runtime and every package
+// initialized), so that a command taking it waits for none of that.
+func (h *helper) ready() error {
+	if _, err := io.ReadFull(h.conn, make([]byte, 1)); err != nil {
+		return fmt.Errorf("starting the sandbox helper: it was not ready: %w", err)
+	}
+	return nil
+}
+
+// interrupt ends a wait in ready.
+func (h *helper) interrupt() { h.conn.Close() }
 
 // discard stops a helper that was never sent a command.
 func (h *helper) discard() {
-	h.conn.Close() // it reads EOF and exits
+	_ = h.cmd.Process.Kill()
+	h.conn.Close()
 	_ = h.cmd.Wait()
 }
 

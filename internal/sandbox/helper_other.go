@@ -26,6 +26,10 @@ type helper struct{}
 
 func (l *Launcher) spawn() (*helper, error) { return nil, errors.New("no sandbox on " + runtime.GOOS) }
 
+func (h *helper) ready() error { return nil }
+
+func (h *helper) interrupt() {}
+
 func (h *helper) discard() {}
 
 func (l *Launcher) startConfined(request, Stdio) (*exec.Cmd, error) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/procgroup"
@@ -75,6 +76,9 @@ type Launcher struct {
 	warm chan *helper
 	stop chan struct{}
 	done chan struct{}
+	// starting is the helper keepWarm waits for, which Close interrupts.
+	mu       sync.Mutex
+	starting *helper
 }
 
 // warmHelpers is how many helpers wait ahead: commands that start
@@ -101,11 +105,16 @@ func (l *Launcher) Close() {
 	if l == nil {
 		return
 	}
+	l.mu.Lock()
 	select {
 	case <-l.stop:
 	default:
 		close(l.stop)
 	}
+	if l.starting != nil {
+		l.starting.interrupt() // its ready() returns now
+	}
+	l.mu.Unlock()
 	<-l.done
 	for {
 		select {
@@ -129,6 +138,9 @@ func (l *Launcher) keepWarm() {
 		case <-retry.C:
 		}
 		h, err := l.spawn()
+		if err == nil {
+			err = l.await(h)
+		}
 		if err != nil {
 			retry.Reset(time.Second) // a command starts its own meanwhile
 			continue
@@ -143,14 +155,45 @@ func (l *Launcher) keepWarm() {
 	}
 }
 
+// await waits for a helper keepWarm started to be ready, unless Close
+// comes first; either way a helper it does not return is discarded.
+func (l *Launcher) await(h *helper) error {
+	l.mu.Lock()
+	select {
+	case <-l.stop:
+		l.mu.Unlock()
+		h.discard()
+		return errors.New("closed")
+	default:
+	}
+	l.starting = h
+	l.mu.Unlock()
+	err := h.ready()
+	l.mu.Lock()
+	l.starting = nil
+	l.mu.Unlock()
+	if err != nil {
+		h.discard()
+	}
+	return err
+}
+
 // take returns a waiting helper, or a new one when none waits.
 func (l *Launcher) take() (*helper, error) {
 	select {
 	case h := <-l.warm:
 		return h, nil
 	default:
-		return l.spawn()
 	}
+	h, err := l.spawn()
+	if err != nil {
+		return nil, err
+	}
+	if err := h.ready(); err != nil {
+		h.discard()
+		return nil, err
+	}
+	return h, nil
 }
 
 // Status reports whether commands can be confined, and how.
