@@ -24,6 +24,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/cluster"
 	"github.com/tandem-dev/tandem/internal/compute"
+	"github.com/tandem-dev/tandem/internal/guard"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
 	"github.com/tandem-dev/tandem/internal/httpapi"
@@ -301,7 +302,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if app == nil {
 		app = web.Handler()
 	}
-	services := localDomain(s.workspaces, s.sessions, s.runs)
+	// Every call is held to its caller's role here, under the cluster's
+	// router, so that a command from another node is judged as a request
+	// to this one is.
+	services := guard.Wrap(localDomain(s.workspaces, s.sessions, s.runs), guard.Config{
+		DataDir: dir.Path(),
+		Roots:   configs.WorkspaceRoots,
+	})
 	if fences != nil {
 		// A node of a cluster: every call on a workspace goes to its
 		// owner, through the router.
