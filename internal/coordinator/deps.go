@@ -68,6 +68,7 @@ type Broker interface {
 	AnswerPermission(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.PermissionAnswer) (string, error)
 	AnswerToolCall(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.ToolCallAnswer) error
 	Interrupt(ctx context.Context, ws *workspace.Workspace, runID string) error
+	CancelRun(ctx context.Context, ws *workspace.Workspace, runID string) error
 	CancelSession(ctx context.Context, ws *workspace.Workspace, sessionID string)
 }
 

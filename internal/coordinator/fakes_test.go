@@ -402,6 +402,9 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 	if ar.Revive == agent.ReviveInterrupt {
 		return f.complete(ar, proto.OutcomeInterrupted)
 	}
+	if ar.Revive == agent.ReviveCancel {
+		return f.complete(ar, proto.OutcomeCanceled)
+	}
 	if ar.Revive == agent.ReviveContinue {
 		// Back in memory, it settles what it waited on as it goes on:
 		// an answer from now on reaches the run, not a revival.
@@ -628,6 +631,10 @@ func (b *fakeBroker) Interrupt(_ context.Context, _ *workspace.Workspace, runID 
 	defer b.mu.Unlock()
 	delete(b.suspended, runID)
 	return nil
+}
+
+func (b *fakeBroker) CancelRun(ctx context.Context, ws *workspace.Workspace, runID string) error {
+	return b.Interrupt(ctx, ws, runID)
 }
 
 func (b *fakeBroker) CancelSession(_ context.Context, _ *workspace.Workspace, sessionID string) {

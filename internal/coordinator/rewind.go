@@ -202,7 +202,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	// half the files back would help nobody.
 	ctx = context.WithoutCancel(ctx)
 	deletes := c.deletes.Load()
-	sr := c.lockSession(ws, rec.ID)
+	sr := c.settleLocked(ws, c.lockSession(ws, rec.ID))
 	defer sr.mu.Unlock()
 	if err := c.admitLocked(ctx, sr, deletes); err != nil {
 		return proto.RewindResult{}, err

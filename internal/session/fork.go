@@ -108,6 +108,11 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (pr
 	if doc.Format != proto.ExportFormat {
 		return proto.Session{}, apierr.Invalid("format must be %q, got %q", proto.ExportFormat, doc.Format)
 	}
+	if doc.Messages == nil {
+		// An export always has its list, [] for an empty session: a
+		// document without one is not an export.
+		return proto.Session{}, apierr.Invalid("messages is required (an export of an empty session has [])")
+	}
 	st := doc.Settings
 	req := proto.CreateSessionRequest{
 		Title: doc.Session.Title, Model: st.Model, ReasoningEffort: st.ReasoningEffort,
