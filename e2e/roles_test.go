@@ -121,7 +121,12 @@ func TestWorkspaceRoots(t *testing.T) {
 		return status, ws.ID
 	}
 
-	status, _ := open(member, inside)
+	var me proto.Me
+	status, raw := e.as(member, "GET", "/v1/me", nil, &me)
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	assert.Equal(t, []string{root}, me.WorkspaceRoots, "a member is told where it may open workspaces")
+
+	status, _ = open(member, inside)
 	assert.Equal(t, http.StatusCreated, status)
 	status, _ = open(member, link)
 	assert.Equal(t, http.StatusOK, status, "a symlink to an open workspace is that workspace")

@@ -53,6 +53,10 @@ type Me struct {
 	TokenID string `json:"token_id"`
 	Name    string `json:"name"`
 	Role    string `json:"role"`
+	// WorkspaceRoots are the directories members may open workspaces in
+	// (the server configuration's workspace_roots; section 9). Owners open
+	// any directory but the data dir.
+	WorkspaceRoots []string `json:"workspace_roots"`
 }
 
 // Actor names the person whose request caused an event.

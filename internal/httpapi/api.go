@@ -54,8 +54,11 @@ type Config struct {
 	domain.Services
 	// Auth knows people's tokens and roles (section 9); nil knows only
 	// Token, the owner's.
-	Auth   *auth.Service
-	Logger *slog.Logger
+	Auth *auth.Service
+	// WorkspaceRoots are where members may open workspaces, which GET
+	// /v1/me tells them; nil: none.
+	WorkspaceRoots func() []string
+	Logger         *slog.Logger
 }
 
 // API serves the /v1 routes.

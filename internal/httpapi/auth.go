@@ -249,7 +249,12 @@ func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	id, _ := auth.FromContext(r.Context())
-	writeJSON(w, http.StatusOK, a.auth.Me(id))
+	me := a.auth.Me(id)
+	me.WorkspaceRoots = []string{}
+	if a.cfg.WorkspaceRoots != nil {
+		me.WorkspaceRoots = append(me.WorkspaceRoots, a.cfg.WorkspaceRoots()...)
+	}
+	writeJSON(w, http.StatusOK, me)
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request) {

@@ -338,6 +338,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Services:       services,
 		NodeID:         nodeID,
 		Auth:           s.auth,
+		WorkspaceRoots: configs.WorkspaceRoots,
 		Logger:         cfg.Logger,
 	})
 	handler := s.api.Handler()
