@@ -227,26 +227,54 @@ func (b *Backend) Close() {}
 
 // Subscribe serves the session's stream into a pipe and reads its frames
 // back: the hub writes the same bytes it writes to an HTTP stream, bounded
-// by its queue, so a slow reader here is evicted as a slow HTTP client is.
+// by its queue. A reader that falls behind is evicted as a slow HTTP
+// client is, and the stream resumes after the last event it passed on, as
+// the HTTP client's does.
 func (b *Backend) Subscribe(ctx context.Context, wsID, sessionID string, after int64) (bridge.Stream, error) {
-	cctx := b.ctx(ctx)
-	st, err := b.cfg.Services.Streams.Subscribe(cctx, wsID, domain.StreamRequest{
-		ClientID: b.clientID, SessionID: sessionID, LastEventID: after, Resume: after > 0, Name: b.id.Name,
+	s := &stream{b: b, wsID: wsID, sessionID: sessionID, last: after, done: make(chan struct{})}
+	sctx, cancel := context.WithCancel(ctx)
+	s.ctx, s.cancel = sctx, cancel
+	cn, err := s.open(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.cn = cn
+	// The stream ends with ctx, as an HTTP stream ends with its request.
+	go func() {
+		<-sctx.Done()
+		s.mu.Lock()
+		cn := s.cn
+		s.mu.Unlock()
+		if cn != nil {
+			cn.close()
+		}
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// open serves one connection of the stream, from the last event passed on.
+func (s *stream) open(ctx context.Context) (*pipeConn, error) {
+	cctx := s.b.ctx(s.ctx)
+	st, err := s.b.cfg.Services.Streams.Subscribe(cctx, s.wsID, domain.StreamRequest{
+		ClientID: s.b.clientID, SessionID: s.sessionID, LastEventID: s.last, Resume: s.last > 0, Name: s.b.id.Name,
 	})
 	if err != nil {
 		return nil, wrap(err)
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(cctx))
 	pr, pw := io.Pipe()
-	s := &stream{r: bufio.NewReader(pr), pr: pr, cancel: cancel, done: make(chan struct{}), opened: make(chan error, 1)}
+	scctx, cancel := context.WithCancel(cctx)
+	cn := &pipeConn{r: bufio.NewReader(pr), pr: pr, cancel: cancel, done: make(chan struct{})}
+	opened := make(chan error, 1)
 	go func() {
-		defer close(s.done)
-		err := st.Serve(sctx, &sink{w: pw, opened: s.opened})
+		defer close(cn.done)
+		err := st.Serve(scctx, &sink{w: pw, opened: opened})
 		if err == nil {
 			err = io.EOF
 		}
 		select {
-		case s.opened <- err: // refused before it opened
+		case opened <- err: // refused before it opened
 		default:
 		}
 		pw.CloseWithError(err)
@@ -254,24 +282,16 @@ func (b *Backend) Subscribe(ctx context.Context, wsID, sessionID string, after i
 	// Serve either opens the sink or refuses the claim first: wait for
 	// which, so a refusal is Subscribe's error as over HTTP.
 	select {
-	case err := <-s.opened:
+	case err := <-opened:
 		if err != nil {
-			s.Close()
+			cn.close()
 			return nil, wrap(err)
 		}
 	case <-ctx.Done():
-		s.Close()
+		cn.close()
 		return nil, ctx.Err()
 	}
-	// The stream ends with ctx, as an HTTP stream ends with its request.
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Close()
-		case <-s.done:
-		}
-	}()
-	return s, nil
+	return cn, nil
 }
 
 // sink is a stream's end in this process: a pipe.
@@ -289,18 +309,39 @@ func (k *sink) Write(p []byte) (int, error)      { return k.w.Write(p) }
 func (k *sink) Flush() error                     { return nil }
 func (k *sink) SetWriteDeadline(time.Time) error { return nil }
 
-// stream reads the frames the hub wrote.
-type stream struct {
+// pipeConn is one connection of a stream: the frames one Serve wrote.
+type pipeConn struct {
 	r      *bufio.Reader
 	pr     *io.PipeReader
 	cancel context.CancelFunc
 	done   chan struct{}
-	opened chan error
 	once   sync.Once
 }
 
-// errEvicted ends a stream the hub dropped for being slow.
-var errEvicted = errors.New("localbridge: stream evicted (the reader fell behind)")
+// close ends the connection and waits for its server to let go.
+func (c *pipeConn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.pr.CloseWithError(context.Canceled)
+		<-c.done
+	})
+}
+
+// stream is a session's stream, over as many connections as evictions
+// make it need; one reader goroutine calls Next.
+type stream struct {
+	b         *Backend
+	wsID      string
+	sessionID string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	// last is the seq of the last event passed on.
+	last int64
+
+	mu sync.Mutex
+	cn *pipeConn
+}
 
 // errReset ends a stream whose resume point the server could not serve.
 var errReset = errors.New("localbridge: stream reset (history no longer available)")
@@ -312,36 +353,58 @@ func (s *stream) Next(ctx context.Context) (proto.Event, error) {
 		if err := ctx.Err(); err != nil {
 			return proto.Event{}, err
 		}
-		typ, data, err := s.frame()
+		if err := s.ctx.Err(); err != nil {
+			return proto.Event{}, err
+		}
+		s.mu.Lock()
+		cn := s.cn
+		s.mu.Unlock()
+		typ, data, err := frame(cn.r)
 		if err != nil {
 			if ctx.Err() != nil {
 				return proto.Event{}, ctx.Err()
 			}
+			if s.ctx.Err() != nil {
+				return proto.Event{}, s.ctx.Err()
+			}
 			return proto.Event{}, err
 		}
 		switch typ {
-		case "":
+		case "", proto.EventStreamOpened:
 			continue
-		case proto.EventStreamEvicted:
-			return proto.Event{}, errEvicted
 		case proto.EventStreamReset:
 			return proto.Event{}, errReset
-		case proto.EventStreamOpened:
+		case proto.EventStreamEvicted:
+			// Too slow for the hub's queue: resume where it left off.
+			cn.close()
+			next, err := s.open(ctx)
+			if err != nil {
+				return proto.Event{}, err
+			}
+			s.mu.Lock()
+			s.cn = next
+			s.mu.Unlock()
+			if s.ctx.Err() != nil {
+				next.close()
+			}
 			continue
 		}
 		var ev proto.Event
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return proto.Event{}, fmt.Errorf("localbridge: event %s: %w", typ, err)
 		}
+		if ev.Seq > 0 && !ev.Ephemeral {
+			s.last = ev.Seq
+		}
 		return ev, nil
 	}
 }
 
 // frame reads one SSE frame: its event type and data ("" for a comment).
-func (s *stream) frame() (typ string, data []byte, err error) {
+func frame(r *bufio.Reader) (typ string, data []byte, err error) {
 	var lines []string
 	for {
-		line, err := s.r.ReadString('\n')
+		line, err := r.ReadString('\n')
 		if err != nil {
 			return "", nil, err
 		}
@@ -368,10 +431,7 @@ func (s *stream) frame() (typ string, data []byte, err error) {
 
 // Close ends the stream and waits for its server to let go.
 func (s *stream) Close() error {
-	s.once.Do(func() {
-		s.cancel()
-		s.pr.CloseWithError(context.Canceled)
-		<-s.done
-	})
+	s.cancel()
+	<-s.done
 	return nil
 }
