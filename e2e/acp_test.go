@@ -488,8 +488,11 @@ func TestACPFailedRunAndMalformedLine(t *testing.T) {
 
 	// The connection goes on.
 	assert.Equal(t, "end_turn", stopReason(t, f.prompt(t, f.ed, s.SessionID, "still here")))
+	// A relative cwd is invalid params.
+	e := f.ed.requestErr("session/new", map[string]any{"cwd": "some/dir", "mcpServers": []any{}})
+	assert.Equal(t, -32602, e.Code)
 	// Audio is refused, the session unchanged.
-	e := f.ed.requestErr("session/prompt", map[string]any{"sessionId": s.SessionID, "prompt": []any{
+	e = f.ed.requestErr("session/prompt", map[string]any{"sessionId": s.SessionID, "prompt": []any{
 		map[string]any{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}}})
 	assert.Equal(t, -32602, e.Code)
 }

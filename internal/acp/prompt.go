@@ -87,7 +87,11 @@ func (a *attached) workspaceFile(uri string) (string, bool) {
 	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
 		return "", false
 	}
-	p := filepath.Clean(filepath.FromSlash(u.Path))
+	up := u.Path
+	if strings.HasPrefix(up, "/") && filepath.VolumeName(up[1:]) != "" {
+		up = up[1:] // /C:/x: a Windows path
+	}
+	p := filepath.Clean(filepath.FromSlash(up))
 	rel, err := filepath.Rel(a.root, p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return "", false

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"encoding/json"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -375,7 +376,14 @@ func shorten(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func fileURI(abs string) string { return "file://" + filepath.ToSlash(abs) }
+// fileURI is the file:// URI of an absolute path (file:///C:/x on Windows).
+func fileURI(abs string) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}
 
 // editDiff is an edit's diff: the string it replaces and its replacement.
 func editDiff(root string, args json.RawMessage) *toolCallContent {
