@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -536,4 +540,33 @@ func TestACPInProcessServer(t *testing.T) {
 		prompted = prompted || (en.Action == "prompt" && en.SessionID == s.SessionID && en.Name == proto.OwnerTokenName)
 	}
 	assert.True(t, prompted, "the audit log has the editor's prompt as the owner's")
+}
+
+// SIGTERM (or SIGINT) ends tandem acp promptly, even while the editor
+// keeps its stdin open and says nothing.
+func TestACPStopsOnSignal(t *testing.T) {
+	srv := serveTandem(t)
+	cmd := exec.Command(tandemBinary(t), "acp", "--url", srv.url, "--token", srv.token)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	_, err = stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, `"protocolVersion":1`)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "exit status 0")
+	case <-time.After(2 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("tandem acp did not stop within 2s of SIGTERM")
+	}
 }

@@ -97,26 +97,67 @@ func (p *peer) write(m *message) error {
 }
 
 // serve reads messages until r ends or ctx does, then waits for the
-// requests it started: they end with ctx.
+// requests it started: they end with ctx. A read cannot be interrupted
+// (stdin is not pollable everywhere): when ctx ends first, serve returns
+// without waiting for its reader, which ends with r; the caller closes r
+// or exits.
 func (p *peer) serve(ctx context.Context, r io.Reader) error {
 	defer p.wg.Wait()
-	br := bufio.NewReaderSize(r, 64<<10)
+	type read struct {
+		line []byte
+		err  error
+	}
+	lines := make(chan read)
+	next := make(chan struct{})
+	go func() {
+		defer close(lines)
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			line, err := readLine(br)
+			select {
+			case lines <- read{line, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil && !errors.Is(err, errLineTooLong) {
+				return
+			}
+			// One line at a time: the next is read once this one is
+			// dispatched, so a slow connection is not read ahead of.
+			select {
+			case <-next:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		line, err := readLine(br)
-		if errors.Is(err, errLineTooLong) {
-			p.reply(nullID, nil, &rpcError{Code: codeParseError, Message: fmt.Sprintf("message longer than %d bytes", maxLine)})
-			continue
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			p.dispatch(ctx, line)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
+		var rd read
+		select {
+		case <-ctx.Done():
+			return nil
+		case r, ok := <-lines:
+			if !ok {
 				return nil
 			}
-			return err
+			rd = r
 		}
-		if ctx.Err() != nil {
+		if errors.Is(rd.err, errLineTooLong) {
+			p.reply(nullID, nil, &rpcError{Code: codeParseError, Message: fmt.Sprintf("message longer than %d bytes", maxLine)})
+		} else {
+			if len(bytes.TrimSpace(rd.line)) > 0 {
+				p.dispatch(ctx, rd.line)
+			}
+			if rd.err != nil {
+				if errors.Is(rd.err, io.EOF) {
+					return nil
+				}
+				return rd.err
+			}
+		}
+		select {
+		case next <- struct{}{}:
+		case <-ctx.Done():
 			return nil
 		}
 	}
