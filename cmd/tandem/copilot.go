@@ -15,6 +15,7 @@ import (
 
 	"github.com/tandem-dev/tandem/internal/bridge"
 	"github.com/tandem-dev/tandem/internal/bridge/httpbridge"
+	"github.com/tandem-dev/tandem/internal/bridge/localbridge"
 	"github.com/tandem-dev/tandem/internal/copilot"
 	"github.com/tandem-dev/tandem/internal/server"
 )
@@ -198,7 +199,14 @@ func copilotCommand(args []string, env *cliEnv) int {
 	if gw != nil {
 		defer gw.Close()
 	}
-	cfg := copilotConfig(o, env, cwd, httpbridge.Connect(be.url, token), logger)
+	connect := httpbridge.Connect(be.url, token)
+	if be.srv != nil {
+		// The server is this process's: the bridge calls its domain, with
+		// no loopback HTTP.
+		services, audit := be.srv.Local()
+		connect = localbridge.Connect(localbridge.Config{Services: services, Audit: audit})
+	}
+	cfg := copilotConfig(o, env, cwd, connect, logger)
 	cfg.Gateway = gw
 	srv := copilot.NewServer(cfg)
 	if o.stdio {
