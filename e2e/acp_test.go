@@ -570,3 +570,39 @@ func TestACPStopsOnSignal(t *testing.T) {
 		t.Fatal("tandem acp did not stop within 2s of SIGTERM")
 	}
 }
+
+// A session loaded while its run streams shows the answer whole: the
+// deltas that went out before the editor attached are not kept, so the
+// answer's text comes complete, once, when its step ends.
+func TestACPLoadDuringARunShowsTheWholeAnswer(t *testing.T) {
+	f := newACPFixture(t)
+	ws := f.workspace(t)
+	sess, err := f.c.CreateSession(f.ctx, ws.ID, proto.CreateSessionRequest{})
+	require.NoError(t, err)
+	st, err := f.c.Events(f.ctx, ws.ID, client.EventsOptions{SessionID: sess.ID})
+	require.NoError(t, err)
+	defer st.Close()
+	acc, err := f.c.Prompt(f.ctx, ws.ID, proto.PromptRequest{SessionID: sess.ID, Prompt: "/slow 40 50", ClientID: f.c.ClientID()})
+	require.NoError(t, err)
+	deltas := 0
+	for deltas < 5 {
+		ev, err := st.Next(f.ctx)
+		require.NoError(t, err)
+		if ev.Type == proto.EventMessageDelta {
+			deltas++
+		}
+	}
+	from := f.ed.mark()
+	f.ed.request("session/load", map[string]any{"sessionId": sess.ID, "cwd": f.dir, "mcpServers": []any{}})
+	rc, err := client.WaitRun(f.ctx, st, acc.RunID)
+	require.NoError(t, err)
+	require.Equal(t, proto.OutcomeEndTurn, rc.Outcome)
+	msgs, err := f.c.Messages(f.ctx, ws.ID, sess.ID)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	want := msgs[1].Parts[0].Text
+	require.NotEmpty(t, want)
+	tail := want[len(want)-8:]
+	f.ed.waitFor(from, "the answer's end", isUpdate(sess.ID, `"agent_message_chunk"`, tail))
+	assert.Equal(t, want, text(f.ed.updates(from, sess.ID), "agent_message_chunk"))
+}

@@ -24,6 +24,11 @@ type translator struct {
 	pending []proto.PermissionRequest
 	// finish is the last finish reason of each run not yet completed.
 	finish map[string]string
+	// unfinished are the assistant messages a replay found still being
+	// written, with the text it showed of each part: their deltas sent
+	// before the live stream began are not kept, so their live deltas are
+	// held back and the rest of their text is shown whole when they end.
+	unfinished map[string]map[int]string
 }
 
 // toolState is what a tool call's updates need to repeat.
@@ -38,7 +43,8 @@ func newTranslator(a *attached, mode string) *translator {
 	if mode == "" {
 		mode = proto.PermissionModeAsk
 	}
-	return &translator{a: a, mode: mode, tools: map[string]*toolState{}, requests: map[string]string{}, finish: map[string]string{}}
+	return &translator{a: a, mode: mode, tools: map[string]*toolState{}, requests: map[string]string{}, finish: map[string]string{},
+		unfinished: map[string]map[int]string{}}
 }
 
 // lastVersions maps each message of a history to the index of its last
@@ -73,16 +79,11 @@ func (t *translator) replay(ev proto.Event, i int, lastVersion map[string]int) [
 		case proto.RoleUser:
 			return t.userChunks(m)
 		case proto.RoleAssistant:
-			var out []any
-			for _, p := range m.Parts {
-				switch p.Type {
-				case proto.PartReasoning:
-					out = append(out, chunk("agent_thought_chunk", m.ID, p.Text))
-				case proto.PartText:
-					out = append(out, chunk("agent_message_chunk", m.ID, p.Text))
-				}
+			shown := map[int]string{}
+			if !finished(m) {
+				t.unfinished[m.ID] = shown
 			}
-			return out
+			return assistantChunks(m, shown)
 		}
 	case proto.EventPermissionRequested:
 		var req proto.PermissionRequest
@@ -143,16 +144,24 @@ func (t *translator) live(ev proto.Event) []any {
 		return t.userChunks(m)
 	case proto.EventMessageUpdated:
 		var m proto.Message
-		if json.Unmarshal(ev.Data, &m) == nil && m.Role == proto.RoleAssistant && m.RunID != "" {
-			for _, p := range m.Parts {
-				if p.Type == proto.PartFinish {
-					t.finish[m.RunID] = p.Reason
-				}
+		if json.Unmarshal(ev.Data, &m) != nil || m.Role != proto.RoleAssistant {
+			return nil
+		}
+		for _, p := range m.Parts {
+			if p.Type == proto.PartFinish && m.RunID != "" {
+				t.finish[m.RunID] = p.Reason
 			}
+		}
+		if shown, ok := t.unfinished[m.ID]; ok && finished(m) {
+			delete(t.unfinished, m.ID)
+			return assistantChunks(m, shown)
 		}
 	case proto.EventMessageDelta:
 		var d proto.MessageDelta
 		if json.Unmarshal(ev.Data, &d) != nil || d.Text == "" {
+			return nil
+		}
+		if _, held := t.unfinished[d.MessageID]; held {
 			return nil
 		}
 		kind := "agent_message_chunk"
@@ -299,6 +308,41 @@ func (t *translator) userChunks(m proto.Message) []any {
 			out = append(out, contentChunk{SessionUpdate: "user_message_chunk", MessageID: m.ID,
 				Content: contentBlock{Type: "resource_link", URI: fileURI(t.abs(p.Path)), Name: p.DisplayName}})
 		}
+	}
+	return out
+}
+
+// finished reports whether an assistant message is whole: its last part
+// is a finish part.
+func finished(m proto.Message) bool {
+	return len(m.Parts) > 0 && m.Parts[len(m.Parts)-1].Type == proto.PartFinish
+}
+
+// assistantChunks shows an assistant message's reasoning and text whole,
+// less what shown says was shown of each part already (and notes it).
+func assistantChunks(m proto.Message, shown map[int]string) []any {
+	var out []any
+	for i, p := range m.Parts {
+		if p.Type != proto.PartReasoning && p.Type != proto.PartText {
+			continue
+		}
+		text := p.Text
+		if before, ok := shown[i]; ok {
+			rest, cut := strings.CutPrefix(text, before)
+			if !cut {
+				continue // changed under us: what was shown stands
+			}
+			text = rest
+		}
+		shown[i] = p.Text
+		if text == "" {
+			continue
+		}
+		kind := "agent_message_chunk"
+		if p.Type == proto.PartReasoning {
+			kind = "agent_thought_chunk"
+		}
+		out = append(out, chunk(kind, m.ID, text))
 	}
 	return out
 }
