@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/bridge"
+	"github.com/tandem-dev/tandem/internal/bridge/httpbridge"
+	"github.com/tandem-dev/tandem/internal/bridge/localbridge"
 	"github.com/tandem-dev/tandem/internal/copilot"
-	"github.com/tandem-dev/tandem/internal/copilot/httpbackend"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -197,7 +199,14 @@ func copilotCommand(args []string, env *cliEnv) int {
 	if gw != nil {
 		defer gw.Close()
 	}
-	cfg := copilotConfig(o, env, cwd, httpbackend.Connect(be.url, token), logger)
+	connect := httpbridge.Connect(be.url, token)
+	if be.srv != nil {
+		// The server is this process's: the bridge calls its domain, with
+		// no loopback HTTP.
+		services, audit := be.srv.Local()
+		connect = localbridge.Connect(localbridge.Config{Services: services, Audit: audit})
+	}
+	cfg := copilotConfig(o, env, cwd, connect, logger)
 	cfg.Gateway = gw
 	srv := copilot.NewServer(cfg)
 	if o.stdio {
@@ -217,7 +226,7 @@ func copilotCommand(args []string, env *cliEnv) int {
 }
 
 // copilotConfig is the bridge's configuration from the SDK's environment.
-func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(string) (copilot.Backend, error), logger *slog.Logger) copilot.Config {
+func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect bridge.Connect, logger *slog.Logger) copilot.Config {
 	cfg := copilot.Config{
 		Connect: connect,
 		Cwd:     cwd,
@@ -315,7 +324,7 @@ func serveCopilot(ctx context.Context, addr string, httpAddr net.Addr, token str
 	}
 	base := "http://" + loopbackAddr(httpAddr)
 	cfg := copilot.Config{
-		Connect: httpbackend.Connect(base, token),
+		Connect: httpbridge.Connect(base, token),
 		Token:   token,
 		Version: "tandem-" + server.Version,
 		Logger:  logger,

@@ -47,6 +47,7 @@ commands:
   config      check configuration files (tandem config check [FILE])
   token       manage people's tokens (tandem token create|list|revoke)
   serve       run the server
+  acp         speak the Agent Client Protocol on stdio (an editor's agent)
   copilot     serve the GitHub Copilot SDK protocol (an SDK's CLI)
   version     print the version (also --version)
 
@@ -84,6 +85,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
 	case "mcp":
 		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "acp":
+		return acpCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "copilot":
 		return copilotCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":

@@ -26,6 +26,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
+	"github.com/tandem-dev/tandem/internal/domain"
 	"github.com/tandem-dev/tandem/internal/guard"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
@@ -142,8 +143,11 @@ type Server struct {
 	providers  *registry.Registry
 	api        *httpapi.API
 	auth       *auth.Service
-	http       *http.Server
-	dir        *DataDir
+	// services is the domain the API serves (the cluster's router on a
+	// node of one), for the transports of this process that need no HTTP.
+	services domain.Services
+	http     *http.Server
+	dir      *DataDir
 	// A cluster node's: nil on a single node.
 	node   *cluster.Node
 	bus    *natsbus.Bus
@@ -327,6 +331,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		services = s.node.Domain()
 	}
 	s.auth = newAuth(cfg, db, dir)
+	s.services = services
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
@@ -388,6 +393,12 @@ func (s *Server) sweepIdle(ticks <-chan time.Time) {
 		}
 	}
 }
+
+// Local is what a transport in this process needs to serve the server's
+// owner without HTTP (package localbridge): the domain the HTTP API serves,
+// and the audit log it writes. Such a transport checks no token: it must
+// only ever act for the person who started the process.
+func (s *Server) Local() (domain.Services, *auth.Service) { return s.services, s.auth }
 
 // Handler is the server's root HTTP handler (tests serve it with httptest).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
