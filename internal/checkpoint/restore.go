@@ -213,6 +213,38 @@ func ignoredBy(patterns []gitignore.Pattern, parts []string, isDir bool) bool {
 	return false
 }
 
+// Edited lists the files changed since the session's last run ended (end,
+// a commit; "" when its end was never recorded, as after a crash: then
+// since it started, start) as now shows them: someone else's changes,
+// which a rewind without force does not overwrite. A file there now that
+// end did not record and that is as the checkpoint to had it is left
+// out: the rewind would not change it (one the walk no longer sees,
+// recorded by now only because to did).
+func (r *Repo) Edited(start, end, now, to string) ([]proto.FileChange, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := end
+	if from == "" {
+		from = start
+	}
+	_, cur, changes, err := r.changes(from, now)
+	if err != nil {
+		return nil, err
+	}
+	then, err := r.files(to)
+	if err != nil {
+		return nil, err
+	}
+	out := changes[:0]
+	for _, c := range changes {
+		if e, ok := then[c.Path]; ok && c.Change == proto.ChangeAdded && cur[c.Path] == e {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 // Restore puts the workspace's files back as commit to recorded them,
 // given now, a snapshot of them as they are (see Plan and Apply). It
 // returns the changes it undid, as going from to to now.
