@@ -24,6 +24,32 @@ func (db *DB) PutMessage(ctx context.Context, m proto.Message) error {
 	return nil
 }
 
+// putMessagesChunk is how many messages PutMessages writes per commit:
+// large enough that the commits' cost is spread thin, small enough that
+// one commit holds the writer (and grows the WAL) only briefly.
+const putMessagesChunk = 1000
+
+// PutMessages implements store.MessageWriter: each chunk is one unit of
+// the group commit, so one transaction.
+func (db *DB) PutMessages(ctx context.Context, msgs []proto.Message) error {
+	for len(msgs) > 0 {
+		chunk := msgs[:min(len(msgs), putMessagesChunk)]
+		msgs = msgs[len(chunk):]
+		stmts := make([]stmt, len(chunk))
+		for i, m := range chunk {
+			s, err := putMessageStmt(m)
+			if err != nil {
+				return fmt.Errorf("put message %s: %w", m.ID, err)
+			}
+			stmts[i] = s
+		}
+		if _, err := db.batch.submitWait(ctx, stmts); err != nil {
+			return fmt.Errorf("put messages of session %s: %w", chunk[0].SessionID, err)
+		}
+	}
+	return nil
+}
+
 func putMessageStmt(m proto.Message) (stmt, error) {
 	data, err := json.Marshal(m)
 	if err != nil {
