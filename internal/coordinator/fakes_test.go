@@ -32,6 +32,8 @@ type memStore struct {
 	// the last one's outcome; a delete does not forget them.
 	completed map[string]int
 	outcome   map[string]string
+	// checkpoints are the Rewinds role's (rewind_test.go).
+	checkpoints []store.Checkpoint
 }
 
 func newMemStore() *memStore {
@@ -359,6 +361,9 @@ func (f *fakeRunner) complete(ar *agent.Run, outcome string) agent.Result {
 	if f.dead.Load() {
 		// The process is gone: nothing more reaches the disk.
 		return agent.Result{Outcome: outcome}
+	}
+	if ar.Ending != nil {
+		ar.Ending() // as the real runner does, before run.completed
 	}
 	if _, err := ar.Workspace.Record(context.WithoutCancel(context.Background()), workspace.Draft{
 		Type: proto.EventRunCompleted, SessionID: ar.SessionID, RunID: ar.ID,
