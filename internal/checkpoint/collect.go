@@ -36,6 +36,13 @@ func (m *Manager) Stored() ([]string, error) {
 	return out, nil
 }
 
+// Has reports whether the workspace has a repository (a checkpoint was
+// ever taken of it here).
+func (m *Manager) Has(workspaceID string) bool {
+	_, err := os.Stat(filepath.Join(m.dir, workspaceID+".git"))
+	return err == nil
+}
+
 // Drop removes the repository of a workspace that is gone.
 func (m *Manager) Drop(workspaceID string) error {
 	m.mu.Lock()

@@ -199,6 +199,7 @@ func (s *memStore) DeleteSession(_ context.Context, wsID, id string) error {
 	}
 	delete(s.sessions, id)
 	s.events = slices.DeleteFunc(s.events, func(e store.Event) bool { return e.SessionID == id })
+	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c store.Checkpoint) bool { return c.SessionID == id })
 	return nil
 }
 

@@ -363,7 +363,7 @@ func (c *Coordinator) collect(ctx context.Context, wsID string) {
 
 func (c *Coordinator) collectWorkspace(ctx context.Context, wsID string) error {
 	rw := c.rewinds()
-	if rw == nil {
+	if rw == nil || !c.cfg.Checkpoints.Has(wsID) {
 		return nil
 	}
 	w, err := c.cfg.Store.GetWorkspace(ctx, wsID)

@@ -215,20 +215,42 @@ func TestCollectCheckpointsAtStart(t *testing.T) {
 		_, err := repo.Snapshot(bg)
 		require.NoError(t, err)
 	}
-	count := func() int {
-		n := 0
-		_ = filepath.WalkDir(filepath.Join(h.checkpointsDir, h.ws.ID+".git", "objects"), func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && len(d.Name()) == 38 {
-				n++
-			}
-			return nil
-		})
-		return n
-	}
+	count := func() int { return objectCount(h) }
 	before := count()
 	h.checkpoints = checkpoint.NewManager(h.checkpointsDir) // as after a restart: nothing is fresh
 	h.restart(false)
 	assert.Less(t, count(), before, "unreached objects collected")
 	_, err = h.c.CheckpointDiff(bg, h.ws.ID, sid, ck.ID)
 	require.NoError(t, err, "a live checkpoint keeps its files")
+}
+
+// objectCount counts the loose objects of the harness's workspace's store.
+func objectCount(h *harness) int {
+	n := 0
+	_ = filepath.WalkDir(filepath.Join(h.checkpointsDir, h.ws.ID+".git", "objects"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && len(d.Name()) == 38 {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// A deleted session's checkpoints take the files only they held with
+// them; another session's stay. (Item 8.)
+func TestDeletingASessionCollectsItsCheckpoints(t *testing.T) {
+	h, gone := rewindHarness(t, map[string]string{"log.txt": "0\n", "same.txt": "same\n"})
+	checkpointRun(t, h, gone, func() { write(t, h.ws.Path, "log.txt", "only the deleted session's\n") }, true)
+	kept := h.session()
+	write(t, h.ws.Path, "log.txt", "the other's\n")
+	ck := checkpointRun(t, h, kept, func() {}, true)
+	h.checkpoints = checkpoint.NewManager(h.checkpointsDir) // nothing fresh, as after a restart
+	h.stop()
+	h.start()
+	before := objectCount(h)
+	require.NoError(t, h.sessions.Delete(bg, h.ws.ID, gone))
+	assert.Less(t, objectCount(h), before, "the deleted session's objects are collected")
+	d, err := h.c.CheckpointDiff(bg, h.ws.ID, kept, ck.ID)
+	require.NoError(t, err, "another session's checkpoint keeps its files")
+	assert.Empty(t, d.Files)
 }
