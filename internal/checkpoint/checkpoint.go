@@ -105,6 +105,9 @@ type Repo struct {
 	// is written before the store records the checkpoint naming it, so a
 	// collection meanwhile keeps them (see Collect).
 	fresh map[plumbing.Hash]time.Time
+	// private is set once Collect gave what the repository holds the data
+	// dir's modes (a repository made before they were kept has go-git's).
+	private bool
 }
 
 // stat is a file as last hashed. Size and modification time alone do not
@@ -169,6 +172,9 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 		return "", fmt.Errorf("write checkpoint: %w", err)
 	}
 	r.fresh[h] = time.Now()
+	if len(r.fresh) > 256 {
+		r.forgetStale()
+	}
 	return h.String(), nil
 }
 

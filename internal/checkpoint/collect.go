@@ -68,11 +68,8 @@ func (r *Repo) Collect(live []string) (int, error) {
 			roots = append(roots, plumbing.NewHash(c))
 		}
 	}
-	for h, at := range r.fresh {
-		if time.Since(at) > freshFor {
-			delete(r.fresh, h)
-			continue
-		}
+	r.forgetStale()
+	for h := range r.fresh {
 		roots = append(roots, h)
 	}
 	for _, h := range roots {
@@ -101,6 +98,9 @@ func (r *Repo) Collect(live []string) (int, error) {
 			return err
 		}
 		if d.IsDir() {
+			if r.private {
+				return nil
+			}
 			return os.Chmod(p, 0o700)
 		}
 		if rel, ok := strings.CutPrefix(p, objects+string(filepath.Separator)); ok {
@@ -110,8 +110,14 @@ func (r *Repo) Collect(live []string) (int, error) {
 				return os.Remove(p)
 			}
 		}
+		if r.private {
+			return nil
+		}
 		return os.Chmod(p, 0o600)
 	})
+	if err == nil {
+		r.private = true
+	}
 	if err != nil {
 		return removed, fmt.Errorf("collect checkpoints: %w", err)
 	}
@@ -123,6 +129,15 @@ func (r *Repo) Collect(live []string) (int, error) {
 		}
 	}
 	return removed, nil
+}
+
+// forgetStale drops the commits made longer than freshFor ago from fresh.
+func (r *Repo) forgetStale() {
+	for h, at := range r.fresh {
+		if time.Since(at) > freshFor {
+			delete(r.fresh, h)
+		}
+	}
 }
 
 // reach marks the tree at h and what it holds.

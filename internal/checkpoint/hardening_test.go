@@ -356,3 +356,54 @@ func TestStoreIsReadWithoutWritesCollectedAndPrivate(t *testing.T) {
 		t.Errorf("log.txt = %q after a rewind past a collection", got)
 	}
 }
+
+// A repository made before the store kept the data dir's modes (go-git's
+// 0755 directories and 0444 objects) gets them at its first collection.
+func TestCollectGivesAnOldRepositoryPrivateModes(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, ws, "a.txt", "a\n")
+	dir := t.TempDir()
+	r, err := NewManager(dir).Repo("ws", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := snapshot(t, r)
+	err = filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o444)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = NewManager(dir).Repo("ws", ws) // as after a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Collect([]string{c}); err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if want := map[bool]fs.FileMode{true: 0o700, false: 0o600}[d.IsDir()]; fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.files(c); err != nil {
+		t.Fatal(err)
+	}
+}
