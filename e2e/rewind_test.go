@@ -613,3 +613,60 @@ func TestRewindAllOrNothing(t *testing.T) {
 		assert.NotEqual(t, proto.EventSessionRewound, f.envelope(t).Type)
 	}
 }
+
+// storeObjects counts the checkpoint store's objects under the data dir,
+// and checks every entry's mode is the data dir's (0700 directories, 0600
+// files).
+func storeObjects(t *testing.T, dataDir string) int {
+	t.Helper()
+	n := 0
+	root := filepath.Join(dataDir, "checkpoints")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		assert.Equal(t, want, fi.Mode().Perm(), "mode of %s", p)
+		if !d.IsDir() && len(d.Name()) == 38 && filepath.Base(filepath.Dir(filepath.Dir(p))) == "objects" {
+			n++
+		}
+		return nil
+	}))
+	return n
+}
+
+// Issue 31, item 8: looking at a diff writes nothing, even of a big file
+// that keeps changing; the store's modes are the data dir's; a deleted
+// session's objects are gone after a restart.
+func TestCheckpointStoreReadsWriteNothingAndIsCollected(t *testing.T) {
+	e := startEnv(t)
+	log := strings.Repeat("a log line of some length, to make it big\n", 512<<10/42)
+	writeTree(t, e.workDir, map[string]string{"app.log": log})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("echo run >> app.log"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	before := storeObjects(t, e.cfg.DataDir)
+	for i := range 5 {
+		writeTree(t, e.workDir, map[string]string{"app.log": log + fmt.Sprintf("line %d\n", i)})
+		var diff proto.CheckpointDiff
+		e.must(http.StatusOK, "GET", e.sessionPath(ws.ID, sess.ID)+"/checkpoints/"+cks[0].ID+"/diff", nil, &diff)
+		require.Equal(t, []proto.FileChange{{Path: "app.log", Change: proto.ChangeModified}}, diff.Files)
+		assert.Contains(t, diff.Diff, fmt.Sprintf("+line %d", i))
+	}
+	assert.Equal(t, before, storeObjects(t, e.cfg.DataDir), "five diffs wrote objects")
+
+	e.must(http.StatusNoContent, "DELETE", e.sessionPath(ws.ID, sess.ID), nil, nil)
+	s.close()
+	e.restart()
+	assert.Zero(t, storeObjects(t, e.cfg.DataDir), "no live session reaches anything")
+}
