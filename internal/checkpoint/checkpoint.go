@@ -147,16 +147,15 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	msg := "checkpoint"
-	if dark, err := r.dark(files); err != nil {
+	dark, err := r.dark(files)
+	if err != nil {
 		return "", err
-	} else {
-		h, err := r.write(plumbing.BlobObject, []byte(strings.Join(dark, "\x00")))
-		if err != nil {
-			return "", err
-		}
-		msg += "\n\n" + darkKey + h.String() + "\n"
 	}
+	darkHash, err := r.write(plumbing.BlobObject, []byte(strings.Join(dark, "\x00")))
+	if err != nil {
+		return "", err
+	}
+	msg := "checkpoint\n\n" + darkKey + darkHash.String() + "\n"
 	c := &object.Commit{
 		Author:    object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
 		Message:   msg,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -364,13 +365,7 @@ func (r *Repo) steps(root *os.Root, p *Plan) ([]op, error) {
 	ops = append(ops, last...)
 	// Deepest first, so a parent is empty once its children are gone; a
 	// directory that still holds something (an ignored file) stays.
-	byDepth := slices.Collect(func(yield func(string) bool) {
-		for d := range emptied {
-			if !yield(d) {
-				return
-			}
-		}
-	})
+	byDepth := slices.Collect(maps.Keys(emptied))
 	sort.Slice(byDepth, func(i, j int) bool {
 		if len(byDepth[i]) != len(byDepth[j]) {
 			return len(byDepth[i]) > len(byDepth[j])
