@@ -292,15 +292,18 @@ func (r *Repo) Apply(ctx context.Context, p *Plan) error {
 		delete(r.stats, c.Path)
 	}
 	for i, o := range ops {
+		// The failing step is undone too when it was begun: a file's
+		// content is written after what was there is removed.
+		last := i - 1
 		err := ctx.Err()
 		if err == nil {
-			err = o.do()
+			last, err = i, o.do()
 		}
 		if err == nil {
 			continue
 		}
 		var failed []string
-		for j := i - 1; j >= 0; j-- {
+		for j := last; j >= 0; j-- {
 			if ops[j].undo == nil {
 				continue
 			}
