@@ -190,6 +190,11 @@ func (c *Coordinator) CheckpointDiff(ctx context.Context, wsID, sessionID, check
 	if err != nil {
 		return proto.CheckpointDiff{}, err
 	}
+	if !c.cfg.Checkpoints.Has(ws.ID) {
+		// Taken on another node (a cluster's former owner): a read makes
+		// no repository here.
+		return proto.CheckpointDiff{}, notHere(ck, checkpoint.ErrNotHere)
+	}
 	repo, err := c.cfg.Checkpoints.Repo(ws.ID, ws.Path)
 	if err != nil {
 		return proto.CheckpointDiff{}, err
