@@ -34,6 +34,8 @@ type memStore struct {
 	outcome   map[string]string
 	// checkpoints are the Rewinds role's (rewind_test.go).
 	checkpoints []store.Checkpoint
+	// pending is what ListPending lists.
+	pending []store.Pending
 }
 
 func newMemStore() *memStore {

@@ -64,7 +64,17 @@ func (s *memStore) Rewind(_ context.Context, sessionID, _ string, keep store.Che
 	return 0, nil
 }
 
-func (s *memStore) ListPending(context.Context, string) ([]store.Pending, error) { return nil, nil }
+func (s *memStore) ListPending(_ context.Context, wsID string) ([]store.Pending, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Pending
+	for _, p := range s.pending {
+		if p.WorkspaceID == wsID {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
 
 // rewindHarness is a harness keeping checkpoints, with files in its
 // workspace.
@@ -253,4 +263,34 @@ func TestDeletingASessionCollectsItsCheckpoints(t *testing.T) {
 	d, err := h.c.CheckpointDiff(bg, h.ws.ID, kept, ck.ID)
 	require.NoError(t, err, "another session's checkpoint keeps its files")
 	assert.Empty(t, d.Files)
+}
+
+// A rewind while the session has a run active, queued, or parked on an
+// answer (suspended, not in memory) is refused: the run would go on from
+// a history the rewind took away. Nothing changes. (The busy decision.)
+func TestRewindRefusedWhileBusy(t *testing.T) {
+	h, sid := rewindHarness(t, map[string]string{"a.txt": "a\n"})
+	ck := checkpointRun(t, h, sid, func() { write(t, h.ws.Path, "a.txt", "A\n") }, true)
+	acc := h.accept(sid, "running")
+	h.began(acc.RunID)
+	h.accept(sid, "queued")
+	_, err := h.c.Rewind(bg, h.ws.ID, sid, proto.RewindRequest{CheckpointID: ck.ID})
+	assert.Equal(t, proto.CodeSessionBusy, code(err), "%v", err)
+	require.NoError(t, h.settle(sid))
+
+	h.db.mu.Lock()
+	h.db.pending = append(h.db.pending, store.Pending{RequestID: "req-1", WorkspaceID: h.ws.ID, SessionID: sid, RunID: acc.RunID})
+	h.db.mu.Unlock()
+	_, err = h.c.Rewind(bg, h.ws.ID, sid, proto.RewindRequest{CheckpointID: ck.ID})
+	assert.Equal(t, proto.CodeSessionBusy, code(err), "%v", err)
+	assert.Contains(t, err.Error(), "req-1")
+	got, _ := os.ReadFile(filepath.Join(h.ws.Path, "a.txt"))
+	assert.Equal(t, "A\n", string(got), "a refused rewind changes nothing")
+
+	h.db.mu.Lock()
+	h.db.pending = nil
+	h.db.mu.Unlock()
+	res, err := h.c.Rewind(bg, h.ws.ID, sid, proto.RewindRequest{CheckpointID: ck.ID})
+	require.NoError(t, err)
+	assert.Equal(t, []proto.FileChange{{Path: "a.txt", Change: proto.ChangeModified}}, res.Files)
 }
