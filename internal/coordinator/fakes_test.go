@@ -652,6 +652,7 @@ func (b *fakeBroker) CancelSession(_ context.Context, _ *workspace.Workspace, se
 type fakeTools struct {
 	mu         sync.Mutex
 	bound      map[string]bool
+	configs    map[string]toolset.RunConfig // of the runs bound
 	forgotten  []string
 	registered []string
 	refuse     error
@@ -667,13 +668,13 @@ func (t *fakeTools) Register(_, sessionID, clientID string, _ []proto.ToolSpec) 
 	return nil
 }
 
-func (t *fakeTools) Bind(runID string, _ toolset.RunConfig) func() {
+func (t *fakeTools) Bind(runID string, rc toolset.RunConfig) func() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bound == nil {
-		t.bound = map[string]bool{}
+		t.bound, t.configs = map[string]bool{}, map[string]toolset.RunConfig{}
 	}
-	t.bound[runID] = true
+	t.bound[runID], t.configs[runID] = true, rc
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()

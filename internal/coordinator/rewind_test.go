@@ -294,3 +294,46 @@ func TestRewindRefusedWhileBusy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []proto.FileChange{{Path: "a.txt", Change: proto.ChangeModified}}, res.Files)
 }
+
+// A run's first file-changing tool call takes its checkpoint (once), and
+// its end records the files as it left them, before its run.completed; a
+// run that never called one has none.
+func TestRunTakesItsCheckpointAndRecordsItsEnd(t *testing.T) {
+	h, sid := rewindHarness(t, map[string]string{"a.txt": "a\n"})
+	acc := h.accept(sid, "running")
+	h.began(acc.RunID)
+	h.tools.mu.Lock()
+	rc := h.tools.configs[acc.RunID]
+	h.tools.mu.Unlock()
+	require.NotNil(t, rc.BeforeChange, "a server keeping checkpoints hooks the tool calls")
+	rc.BeforeChange(bg)
+	rc.BeforeChange(bg) // the run's next call: no second checkpoint
+	write(t, h.ws.Path, "a.txt", "A by the run\n")
+	require.NoError(t, h.settle(sid))
+
+	list, err := h.c.Checkpoints(bg, h.ws.ID, sid)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, acc.RunID, list[0].RunID)
+	stored, err := h.db.ListCheckpoints(bg, sid)
+	require.NoError(t, err)
+	require.NotEmpty(t, stored[0].End, "the run's end is recorded")
+	d, err := h.c.CheckpointDiff(bg, h.ws.ID, sid, list[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, []proto.FileChange{{Path: "a.txt", Change: proto.ChangeModified}}, d.Files)
+	assert.Contains(t, d.Diff, "+A by the run")
+
+	// Unforced: the files are as the run left them.
+	res, err := h.c.Rewind(bg, h.ws.ID, sid, proto.RewindRequest{CheckpointID: list[0].ID})
+	require.NoError(t, err)
+	assert.Equal(t, d.Files, res.Files)
+	got, _ := os.ReadFile(filepath.Join(h.ws.Path, "a.txt"))
+	assert.Equal(t, "a\n", string(got))
+
+	other := h.accept(sid, "running")
+	h.began(other.RunID)
+	require.NoError(t, h.settle(sid))
+	list, err = h.c.Checkpoints(bg, h.ws.ID, sid)
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "a run that changed nothing has no checkpoint")
+}
