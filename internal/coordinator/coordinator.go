@@ -1077,6 +1077,10 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			c.dropLocked(sr)
 		}
 		sr.mu.Unlock()
+		if deleted {
+			// Its checkpoints went with it: so do the files only they held.
+			c.collect(context.WithoutCancel(ctx), ws.ID)
+		}
 		if drop {
 			c.hist.forget(sr)
 		}

@@ -23,6 +23,7 @@ type Store interface {
 	GetSession(ctx context.Context, workspaceID, id string) (store.Session, error)
 	GetWorkspace(ctx context.Context, id string) (store.Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]store.Workspace, error)
+	ListSessions(ctx context.Context, workspaceID string) ([]store.Session, error)
 	WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq, upToSeq int64, limit int) ([]store.Event, error)
 	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
 	RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error)
