@@ -99,6 +99,24 @@ func (c *sdkConn) readLoop() {
 // call sends a request and returns its result; an error answer fails the test.
 func (c *sdkConn) call(method string, params any) map[string]any {
 	c.t.Helper()
+	m := c.request(method, params)
+	require.Nil(c.t, m["error"], "%s answered an error", method)
+	res, _ := m["result"].(map[string]any)
+	return res
+}
+
+// callErr sends a request that must fail and returns its error's message.
+func (c *sdkConn) callErr(method string, params any) string {
+	c.t.Helper()
+	m := c.request(method, params)
+	e, ok := m["error"].(map[string]any)
+	require.True(c.t, ok, "%s answered %v, want an error", method, m["result"])
+	return fmt.Sprint(e["message"])
+}
+
+// request sends a request and returns the whole answer.
+func (c *sdkConn) request(method string, params any) map[string]any {
+	c.t.Helper()
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
@@ -111,9 +129,7 @@ func (c *sdkConn) call(method string, params any) map[string]any {
 	require.NoError(c.t, err)
 	select {
 	case m := <-ch:
-		require.Nil(c.t, m["error"], "%s answered an error", method)
-		res, _ := m["result"].(map[string]any)
-		return res
+		return m
 	case <-time.After(30 * time.Second):
 		c.t.Fatalf("no answer to %s", method)
 		return nil
@@ -152,16 +168,12 @@ func waitHTTPEvent(t *testing.T, st *client.EventStream, typ string) proto.Event
 	}
 }
 
-// An SDK app and an HTTP client share one session: each sees the other's
-// prompt and answer live, a permission is asked of both, and the first
-// answer (the HTTP client's) wins.
-func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
-	const token = "copilot-e2e-token"
-	dataDir, wsDir := t.TempDir(), t.TempDir()
-	wsDir, err := filepath.EvalSymlinks(wsDir)
-	require.NoError(t, err)
-	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--copilot-addr", "127.0.0.1:0",
-		"--data-dir", dataDir, "--token", token, "--model", "echo")
+// startCopilotServe runs tandem serve with the Copilot port, on token, and
+// returns the HTTP API's URL and the Copilot port's address.
+func startCopilotServe(t *testing.T, token string, args ...string) (httpURL, copilotAddr string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--copilot-addr", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--token", token, "--model", "echo"}, args...)...)
 	cmd.Env = append(os.Environ(), "COPILOT_API_URL=")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -180,7 +192,6 @@ func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var httpURL, copilotAddr string
 	for httpURL == "" || copilotAddr == "" {
 		select {
 		case line, ok := <-lines:
@@ -195,6 +206,111 @@ func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
 			t.Fatalf("no listening lines; stderr: %s", stderr)
 		}
 	}
+	return httpURL, copilotAddr
+}
+
+// Contract section 10: on the Copilot port a connection is the Tandem
+// token it connected with (its person, role and audit), and nothing is
+// answered before it connects.
+func TestCopilotPortConnectionIsItsTandemToken(t *testing.T) {
+	t.Parallel()
+	const owner = "copilot-owner-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	httpURL, copilotAddr := startCopilotServe(t, owner)
+	ctx := context.Background()
+	oc := client.New(httpURL, owner)
+	_, _, err = oc.CreateWorkspace(ctx, wsDir)
+	require.NoError(t, err)
+	alice, err := oc.CreateToken(ctx, proto.CreateTokenRequest{Name: "alice", Role: "member"})
+	require.NoError(t, err)
+	vera, err := oc.CreateToken(ctx, proto.CreateTokenRequest{Name: "vera", Role: "viewer"})
+	require.NoError(t, err)
+
+	stranger := dialSDK(t, copilotAddr)
+	for _, m := range []string{"session.list", "session.create", "ping"} {
+		require.Contains(t, stranger.callErr(m, map[string]any{"workingDirectory": wsDir}), "connect first")
+	}
+	stranger.callErr("connect", map[string]any{"token": "not-a-token"})
+	require.Contains(t, stranger.callErr("session.list", map[string]any{}), "connect first")
+
+	viewer := dialSDK(t, copilotAddr)
+	viewer.call("connect", map[string]any{"token": vera.Secret})
+	viewer.call("session.list", map[string]any{})
+	require.Contains(t, viewer.callErr("session.create", map[string]any{"sessionId": uuid.NewString(), "workingDirectory": wsDir}), "viewer",
+		"a viewer's connection may not create a session")
+
+	member := dialSDK(t, copilotAddr)
+	member.call("connect", map[string]any{"token": alice.Secret})
+	sessionID := uuid.NewString()
+	member.call("session.create", map[string]any{"sessionId": sessionID, "workingDirectory": wsDir})
+	entries, err := oc.Audit(ctx, 0, 1000)
+	require.NoError(t, err)
+	by := map[string]string{}
+	for _, e := range entries {
+		if e.Action == "session.create" && e.SessionID == sessionID {
+			by[e.Action] = e.Name
+		}
+	}
+	require.Equal(t, map[string]string{"session.create": "alice"}, by, "the session was created as alice, not as the owner")
+}
+
+// tandem copilot --port without a connection token answers nothing before
+// connect; with COPILOT_CONNECTION_TOKEN (as the SDKs start it) that token
+// or a Tandem token connects. Off loopback, the Copilot port needs --token.
+func TestCopilotCommandOnTCPNeedsConnect(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	start := func(env ...string) string {
+		cmd := exec.Command(binary, "copilot", "--port", "0", "--data-dir", dataDir)
+		cmd.Env = append(os.Environ(), append([]string{"COPILOT_API_URL=", "COPILOT_CONNECTION_TOKEN=", "TANDEM_TOKEN=", "TANDEM_URL="}, env...)...)
+		cmd.Dir = t.TempDir()
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = &syncBuffer{}
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		sc := bufio.NewScanner(stdout)
+		require.True(t, sc.Scan(), "no listening line: %s", cmd.Stderr)
+		port, ok := strings.CutPrefix(sc.Text(), "CLI server listening on port ")
+		require.True(t, ok, sc.Text())
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	addr := start()
+	c := dialSDK(t, addr)
+	require.Contains(t, c.callErr("session.list", map[string]any{}), "connect first")
+	require.Contains(t, c.callErr("session.create", map[string]any{"sessionId": uuid.NewString()}), "connect first")
+	c.callErr("connect", map[string]any{})
+	ownerToken, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	require.NoError(t, err)
+	c.call("connect", map[string]any{"token": strings.TrimSpace(string(ownerToken))})
+	c.call("session.list", map[string]any{})
+
+	launch := uuid.NewString()
+	addr = start("COPILOT_CONNECTION_TOKEN=" + launch)
+	c = dialSDK(t, addr)
+	c.callErr("connect", map[string]any{"token": uuid.NewString()})
+	c.call("connect", map[string]any{"token": launch})
+	c.call("session.list", map[string]any{})
+
+	out, errOut, code := runCLI(t, t.TempDir(), cliEnvironment(t, "TANDEM_TOKEN=", "TANDEM_DATA_DIR="+t.TempDir()),
+		"serve", "--addr", "127.0.0.1:0", "--copilot-addr", "0.0.0.0:0")
+	require.Equal(t, 2, code, "stdout %q", out)
+	require.Contains(t, errOut, "--token")
+}
+
+// An SDK app and an HTTP client share one session: each sees the other's
+// prompt and answer live, a permission is asked of both, and the first
+// answer (the HTTP client's) wins.
+func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
+	const token = "copilot-e2e-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	httpURL, copilotAddr := startCopilotServe(t, token)
 
 	sdk := dialSDK(t, copilotAddr)
 	res := sdk.call("connect", map[string]any{"token": token})

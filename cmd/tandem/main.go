@@ -335,6 +335,18 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "tandem serve: refusing to listen on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.addr)
 		return 2
 	}
+	if o.copilotAddr != "" {
+		// The Copilot port is one more way in: held to the same rule.
+		loopback, err := isLoopback(o.copilotAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "tandem serve: --copilot-addr:", err)
+			return 2
+		}
+		if !loopback && o.token == "" {
+			fmt.Fprintf(stderr, "tandem serve: refusing to serve the Copilot protocol on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.copilotAddr)
+			return 2
+		}
+	}
 	// The data dir is taken before anything is read from it or written to
 	// it: a second server must stop here, before it touches the token.
 	dir, err := server.OpenDataDir(o.dataDir)
@@ -397,7 +409,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "tandem listening on http://%s\n", ln.Addr())
 	if o.copilotAddr != "" {
-		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), token, getenv, stdout, logger)
+		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), getenv, stdout, logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "tandem serve:", err)
 			_ = srv.Shutdown(context.Background())
