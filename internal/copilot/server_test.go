@@ -89,7 +89,9 @@ func newTestServer(token string) *Server {
 func testConfig(token string) Config {
 	cfg := Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }}
 	if token != "" {
-		cfg.Connect = func(string) (Backend, error) { return nil, errors.New("a TCP connection acts as its token, never as the process") }
+		cfg.Connect = func(string) (Backend, error) {
+			return nil, errors.New("a TCP connection acts as its token, never as the process")
+		}
 		cfg.Authenticate = func(_ context.Context, _, got string) (Backend, error) {
 			if got != token {
 				return nil, errors.New("not a Tandem token")
