@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/client"
+	"github.com/tandem-dev/tandem/internal/copilot/sdkschema"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -32,13 +33,17 @@ type sdkConn struct {
 	nextID int
 	calls  map[int]chan map[string]any
 	events chan map[string]any // the "event" of each session.event
+	// sent names the method of each request by id; got is every message
+	// received, raw, for the schema check.
+	sent map[int]string
+	got  [][]byte
 }
 
 func dialSDK(t *testing.T, addr string) *sdkConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
-	c := &sdkConn{t: t, nc: nc, calls: map[int]chan map[string]any{}, events: make(chan map[string]any, 1024)}
+	c := &sdkConn{t: t, nc: nc, calls: map[int]chan map[string]any{}, events: make(chan map[string]any, 1024), sent: map[int]string{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -72,6 +77,9 @@ func (c *sdkConn) readLoop() {
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
+		c.mu.Lock()
+		c.got = append(c.got, body)
+		c.mu.Unlock()
 		var m map[string]any
 		if json.Unmarshal(body, &m) != nil {
 			continue
@@ -122,6 +130,7 @@ func (c *sdkConn) request(method string, params any) map[string]any {
 	id := c.nextID
 	ch := make(chan map[string]any, 1)
 	c.calls[id] = ch
+	c.sent[id] = method
 	c.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	require.NoError(c.t, err)
@@ -166,6 +175,77 @@ func waitHTTPEvent(t *testing.T, st *client.EventStream, typ string) proto.Event
 			return ev
 		}
 	}
+}
+
+// checkSchema checks every message c received against the Copilot SDK's
+// own types, as the strictest SDKs read them.
+func (c *sdkConn) checkSchema() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, body := range c.got {
+		var m struct {
+			ID     *int            `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Params struct {
+				Event json.RawMessage `json:"event"`
+			} `json:"params"`
+		}
+		require.NoError(c.t, json.Unmarshal(body, &m), "%s", body)
+		switch {
+		case m.Method == "session.event":
+			require.NoError(c.t, sdkschema.Event(m.Params.Event), "a session.event the SDK refuses")
+		case m.ID != nil && m.Result != nil:
+			require.NoError(c.t, sdkschema.Result(c.sent[*m.ID], m.Result), "the answer to %s", c.sent[*m.ID])
+		}
+	}
+}
+
+// Everything the bridge sends in a session's life (answers, events) passes
+// the Copilot SDK's own types as strictly as Python's and .NET's SDKs read
+// them: an abort's reason, session.log's eventId, required fields.
+func TestCopilotTrafficPassesTheSDKSchema(t *testing.T) {
+	t.Parallel()
+	const token = "copilot-schema-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	_, copilotAddr := startCopilotServe(t, token)
+	sdk := dialSDK(t, copilotAddr)
+	sdk.call("connect", map[string]any{"token": token})
+	sdk.call("ping", map[string]any{"message": "hi"})
+	sessionID := uuid.NewString()
+	sdk.call("session.create", map[string]any{"sessionId": sessionID, "workingDirectory": wsDir, "requestPermission": true})
+	sdk.waitEvent("session.start", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": "hello"})
+	sdk.waitEvent("session.idle", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": `/tool bash {"command":"echo done"}`})
+	perm := sdk.waitEvent("permission.requested", nil)
+	sdk.call("session.permissions.handlePendingPermissionRequest", map[string]any{
+		"sessionId": sessionID, "requestId": perm["requestId"], "result": map[string]any{"kind": "approve-once"},
+	})
+	sdk.waitEvent("tool.execution_complete", nil)
+	sdk.waitEvent("session.idle", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": "/slow 100 100"})
+	sdk.waitEvent("assistant.turn_start", nil)
+	sdk.call("session.abort", map[string]any{"sessionId": sessionID})
+	abort := sdk.waitEvent("abort", nil)
+	require.Equal(t, "user_initiated", abort["reason"])
+	sdk.waitEvent("session.idle", nil)
+
+	for _, level := range []string{"info", "warning", "error"} {
+		res := sdk.call("session.log", map[string]any{"sessionId": sessionID, "message": "a " + level, "level": level})
+		_, err := uuid.Parse(fmt.Sprint(res["eventId"]))
+		require.NoError(t, err, "session.log's eventId is a UUID")
+	}
+	sdk.call("session.model.switchTo", map[string]any{"sessionId": sessionID, "modelId": "echo"})
+	sdk.call("session.getMessages", map[string]any{"sessionId": sessionID})
+	sdk.call("session.list", map[string]any{})
+	sdk.call("session.getLastId", map[string]any{})
+	sdk.checkSchema()
 }
 
 // startCopilotServe runs tandem serve with the Copilot port, on token, and

@@ -112,7 +112,7 @@ func (c *conn) ping(ctx context.Context, params json.RawMessage) (any, error) {
 		Message string `json:"message"`
 	}
 	_ = json.Unmarshal(params, &p)
-	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UnixMilli(), "protocolVersion": ProtocolVersion}, nil
+	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UTC().Format(time.RFC3339Nano), "protocolVersion": ProtocolVersion}, nil
 }
 
 // readsAsk are the permission rules of the Copilot profile: its view (a
@@ -830,7 +830,9 @@ func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"eventId": fmt.Sprint(seq)}, nil
+	// The id of the event the line became, as the session's stream gives
+	// it (a log line is one protocol event).
+	return map[string]any{"eventId": eventID(p.SessionID, seq, 0)}, nil
 }
 
 // switchModelParams are the params of session.model.switchTo.
