@@ -335,6 +335,78 @@ func TestCopilotPortConnectionIsItsTandemToken(t *testing.T) {
 	require.Equal(t, map[string]string{"session.create": "alice"}, by, "the session was created as alice, not as the owner")
 }
 
+// startCopilotTCP runs tandem copilot on a free TCP port, with the flags
+// and VAR=value pairs of args, and returns its address.
+func startCopilotTCP(t *testing.T, args ...string) string {
+	t.Helper()
+	flags := []string{"copilot", "--port", "0"}
+	env := append(os.Environ(), "COPILOT_API_URL=", "COPILOT_CONNECTION_TOKEN=", "TANDEM_TOKEN=", "TANDEM_URL=", "TANDEM_DATA_DIR=", "COPILOT_HOME=")
+	for _, a := range args {
+		if strings.HasPrefix(a, "--") || !strings.Contains(a, "=") {
+			flags = append(flags, a)
+		} else {
+			env = append(env, a)
+		}
+	}
+	cmd := exec.Command(binary, flags...)
+	cmd.Env = env
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	require.True(t, sc.Scan(), "no listening line: %s", stderr)
+	port, ok := strings.CutPrefix(sc.Text(), "CLI server listening on port ")
+	require.True(t, ok, sc.Text())
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// A test harness empties COPILOT_HOME while one tandem copilot runs; a
+// second one started afterwards finds the first's server (its server.json
+// and token are back within a second), not a fresh one, and resumes a
+// session created after the emptying.
+func TestCopilotHomeEmptiedUnderARunningServer(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	first := dialSDK(t, startCopilotTCP(t, "COPILOT_HOME="+home, "COPILOT_CONNECTION_TOKEN=first"))
+	first.call("connect", map[string]any{"token": "first"})
+	before := uuid.NewString()
+	first.call("session.create", map[string]any{"sessionId": before})
+
+	entries, err := os.ReadDir(home)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NoError(t, os.RemoveAll(filepath.Join(home, e.Name())))
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, err := os.Stat(filepath.Join(home, "tandem", "server.json"))
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "server.json never came back: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	after := uuid.NewString()
+	first.call("session.create", map[string]any{"sessionId": after})
+	second := dialSDK(t, startCopilotTCP(t, "COPILOT_HOME="+home, "COPILOT_CONNECTION_TOKEN=second"))
+	second.call("connect", map[string]any{"token": "second"})
+	res := second.call("session.resume", map[string]any{"sessionId": after})
+	require.Equal(t, after, res["sessionId"])
+	second.waitEvent("session.resume", nil)
+	list := second.call("session.list", map[string]any{})
+	raw, _ := json.Marshal(list)
+	require.Contains(t, string(raw), before, "one server, with what it held before the emptying")
+}
+
 // tandem copilot --port without a connection token answers nothing before
 // connect; with COPILOT_CONNECTION_TOKEN (as the SDKs start it) that token
 // or a Tandem token connects. Off loopback, the Copilot port needs --token.
@@ -342,23 +414,7 @@ func TestCopilotCommandOnTCPNeedsConnect(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	start := func(env ...string) string {
-		cmd := exec.Command(binary, "copilot", "--port", "0", "--data-dir", dataDir)
-		cmd.Env = append(os.Environ(), append([]string{"COPILOT_API_URL=", "COPILOT_CONNECTION_TOKEN=", "TANDEM_TOKEN=", "TANDEM_URL="}, env...)...)
-		cmd.Dir = t.TempDir()
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = &syncBuffer{}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		sc := bufio.NewScanner(stdout)
-		require.True(t, sc.Scan(), "no listening line: %s", cmd.Stderr)
-		port, ok := strings.CutPrefix(sc.Text(), "CLI server listening on port ")
-		require.True(t, ok, sc.Text())
-		go func() { _, _ = io.Copy(io.Discard, stdout) }()
-		return net.JoinHostPort("127.0.0.1", port)
+		return startCopilotTCP(t, append([]string{"--data-dir", dataDir}, env...)...)
 	}
 	addr := start()
 	c := dialSDK(t, addr)
