@@ -63,8 +63,11 @@ type DataDir struct {
 	mu   sync.Mutex
 	lock *os.File
 	url  string
-	stop chan struct{} // closed by Close to end Guard's watch
-	done chan struct{} // closed when the watch ended; nil without one
+	// closing is set by Close; gone once the dir is another server's (its
+	// server.json is then not ours to remove).
+	closing, gone bool
+	stop          chan struct{} // closed by Close to end Guard's watch
+	done          chan struct{} // closed when the watch ended; nil without one
 }
 
 // OpenDataDir creates the data dir if needed (mode 0700, tightening an
@@ -206,6 +209,7 @@ func (d *DataDir) restore(keep map[string][]byte) error {
 	if f != nil {
 		locked, err := tryLock(f)
 		if err != nil || !locked {
+			d.gone = true
 			d.mu.Unlock()
 			f.Close()
 			info, _ := readInfo(d.path)
@@ -234,10 +238,11 @@ func (d *DataDir) restore(keep map[string][]byte) error {
 // Close removes server.json and releases the lock.
 func (d *DataDir) Close() error {
 	d.mu.Lock()
-	if d.lock == nil {
+	if d.lock == nil || d.closing {
 		d.mu.Unlock()
 		return nil
 	}
+	d.closing = true
 	close(d.stop)
 	d.mu.Unlock()
 	if d.done != nil {
@@ -245,9 +250,12 @@ func (d *DataDir) Close() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	err := os.Remove(filepath.Join(d.path, infoFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
+	var err error
+	if !d.gone {
+		err = os.Remove(filepath.Join(d.path, infoFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
 	}
 	// Closing the file releases the lock (flock and LockFileEx alike).
 	err = errors.Join(err, d.lock.Close())

@@ -174,8 +174,10 @@ func TestGuardStopsWhenAnotherServerTookTheDir(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the guard never noticed that the dir is another server's")
 	}
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close(), "a second Close is a no-op")
 	info, ok, err := RunningServer(dir, 0)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	assert.Equal(t, "http://127.0.0.1:5678", info.URL, "the other server's server.json is left alone")
+	assert.Equal(t, "http://127.0.0.1:5678", info.URL, "the other server's server.json is left alone, by the guard and by Close")
 }
