@@ -97,3 +97,21 @@ type AuditEntry struct {
 type AuditLog struct {
 	Entries []AuditEntry `json:"entries"`
 }
+
+// SignInCode is the body of POST /v1/signin-codes' answer: a one-time code
+// that POST /v1/signin exchanges, once, before ExpiresAt, for the token
+// that asked for it. It stands in for the token in a link to the web app.
+type SignInCode struct {
+	Code      string `json:"code"`
+	ExpiresAt Time   `json:"expires_at"`
+}
+
+// SignInRequest is the body of POST /v1/signin.
+type SignInRequest struct {
+	Code string `json:"code"`
+}
+
+// SignIn is POST /v1/signin's answer: the token the code stood for.
+type SignIn struct {
+	Token string `json:"token"`
+}

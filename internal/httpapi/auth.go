@@ -33,6 +33,8 @@ var routeActions = map[string]auth.Action{
 	"POST /v1/tokens": auth.TokenCreate,
 	"GET /v1/audit":   auth.AuditRead,
 
+	"POST /v1/signin-codes": auth.Me,
+
 	"DELETE /v1/tokens/{tid}": auth.TokenRevoke,
 
 	"GET /v1/workspaces":                          auth.Read,
@@ -74,6 +76,7 @@ var routeActions = map[string]auth.Action{
 var publicRoutes = map[string]bool{
 	"GET /v1/health":       true,
 	"GET /v1/openapi.yaml": true,
+	"POST /v1/signin":      true, // exchanges a one-time code; rate-limited per address
 }
 
 // routeKey is a route's key in routeActions.
@@ -91,6 +94,7 @@ func (a *API) authRoutes(r chi.Router) {
 	r.Post("/v1/tokens", a.createToken)
 	r.Delete("/v1/tokens/{tid}", a.revokeToken)
 	r.Get("/v1/audit", a.auditLog)
+	r.Post("/v1/signin-codes", a.issueSigninCode)
 }
 
 // authorize is the middleware of every authenticated route (see admit).

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -161,6 +162,9 @@ type Server struct {
 	stopSweepsOnce sync.Once
 	// trim gives the heap back to the OS when a burst of load ends.
 	trim *memtrim.Trimmer
+	// lost is why the server lost its data dir to another process, once
+	// it did (see DataDir.Guard); Serve returns it.
+	lost atomic.Pointer[error]
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -367,6 +371,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.stopSweeps, s.sweepsDone = make(chan struct{}), make(chan struct{})
 	go s.sweepIdle(cfg.IdleSweeps)
+	// What other processes read to find this server comes back if the data
+	// dir is emptied under it; the token file too, when it was there.
+	keep := map[string][]byte{}
+	if raw, err := os.ReadFile(filepath.Join(dir.Path(), tokenFileName)); err == nil {
+		keep[tokenFileName] = raw
+	}
+	dir.Guard(keep, cfg.Logger, func(err error) {
+		s.lost.Store(&err)
+		s.log.Error("stopping: the data dir is another server's now", "err", err)
+		_ = s.http.Close()
+	})
 	s.trim = memtrim.Start(memtrim.Config{Trimmed: func(allocated uint64, took time.Duration) {
 		s.log.Debug("gave memory back after a load", "allocated_mib", allocated>>20, "took", took)
 	}})
@@ -420,6 +435,9 @@ func (s *Server) Listen(addr string) (net.Listener, error) {
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	err := s.http.Serve(ln)
+	if lost := s.lost.Load(); lost != nil {
+		return *lost
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -8,6 +8,8 @@ package httpbridge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/tandem-dev/tandem/client"
 	"github.com/tandem-dev/tandem/internal/bridge"
@@ -29,6 +31,29 @@ func Connect(baseURL, token string) bridge.Connect {
 		return &Backend{c: client.New(baseURL, token, client.WithClientID(clientID))}, nil
 	}
 }
+
+// Authenticate returns a copilot.Config Authenticate that accepts a Tandem
+// token of the server at baseURL: the connection then acts as that token's
+// person, with its role, rate and audit, since every call it makes is a
+// request of the HTTP API with that token. A token the server refuses is
+// an error (the server audits the refusal).
+func Authenticate(baseURL string) func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+	return func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+		c := client.New(baseURL, token, client.WithClientID(clientID))
+		ctx, cancel := context.WithTimeout(ctx, authWait)
+		defer cancel()
+		if _, err := c.Me(ctx); err != nil {
+			if client.IsCode(err, proto.CodeUnauthorized) {
+				return nil, errors.New("not a Tandem token of this server")
+			}
+			return nil, fmt.Errorf("check the token: %w", err)
+		}
+		return &Backend{c: c}, nil
+	}
+}
+
+// authWait bounds the check of a connection's token.
+const authWait = 10 * time.Second
 
 // wrap gives the server's error answers the contract's terms (bridge.Error).
 func wrap(err error) error {
