@@ -52,3 +52,20 @@ func (c *Client) Audit(ctx context.Context, after int64, limit int) ([]proto.Aud
 	_, err := c.do(ctx, call{method: http.MethodGet, path: path("audit"), query: q, out: &out, auth: true})
 	return out.Entries, err
 }
+
+// SignInCode asks for a one-time code standing for the client's token: a
+// link to the web app can carry it (/#code=CODE) instead of the token. It
+// is exchanged once, within a minute (SignIn).
+func (c *Client) SignInCode(ctx context.Context) (proto.SignInCode, error) {
+	var out proto.SignInCode
+	_, err := c.do(ctx, call{method: http.MethodPost, path: path("signin-codes"), in: struct{}{}, out: &out, auth: true})
+	return out, err
+}
+
+// SignIn exchanges a one-time code for the token it stands for; it needs
+// no token of its own.
+func (c *Client) SignIn(ctx context.Context, code string) (string, error) {
+	var out proto.SignIn
+	_, err := c.do(ctx, call{method: http.MethodPost, path: path("signin"), in: proto.SignInRequest{Code: code}, out: &out})
+	return out.Token, err
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +33,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 }
 
 // readTree returns every file and directory under dir: files with their
-// contents, directories as "DIR".
+// contents, directories as "DIR", symlinks as "LINK target".
 func readTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -45,6 +46,11 @@ func readTree(t *testing.T, dir string) map[string]string {
 		if d.IsDir() {
 			out[rel] = "DIR"
 			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			out[rel] = "LINK " + target
+			return err
 		}
 		b, err := os.ReadFile(p)
 		out[rel] = string(b)
@@ -483,4 +489,187 @@ func tooManyMessages() []any {
 		msgs[i] = map[string]any{"role": "user", "parts": []any{}}
 	}
 	return msgs
+}
+
+// Issue 31, item 5: a .gitignore the run rewrote does not make the files
+// it ignored before look added since: the rewind leaves them, names them
+// in kept, and removes only what the run made.
+func TestRewindLeavesWhatTheCheckpointNeverRecorded(t *testing.T) {
+	e := startEnv(t)
+	writeTree(t, e.workDir, map[string]string{
+		".gitignore":                ".env\nnode_modules/\n",
+		".env":                      "TOKEN=secret\n",
+		"node_modules/lib/index.js": "module.exports = 1\n",
+		"src/app.js":                "app\n",
+	})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("printf 'dist/\\n' > .gitignore && echo made > src/new.js"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+
+	var diff proto.CheckpointDiff
+	e.must(http.StatusOK, "GET", e.sessionPath(ws.ID, sess.ID)+"/checkpoints/"+cks[0].ID+"/diff", nil, &diff)
+	assert.Equal(t, []proto.FileChange{
+		{Path: ".gitignore", Change: proto.ChangeModified},
+		{Path: "src/new.js", Change: proto.ChangeAdded},
+	}, diff.Files)
+	assert.Equal(t, []string{".env", "node_modules/lib/index.js"}, diff.Kept)
+
+	var res proto.RewindResult
+	e.must(http.StatusOK, "POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[0].ID}, &res)
+	assert.Equal(t, diff.Files, res.Files)
+	assert.Equal(t, []string{".env", "node_modules/lib/index.js"}, res.Kept)
+	assert.Equal(t, map[string]string{
+		".gitignore": ".env\nnode_modules/\n", ".env": "TOKEN=secret\n",
+		"node_modules": "DIR", "node_modules/lib": "DIR", "node_modules/lib/index.js": "module.exports = 1\n",
+		"src": "DIR", "src/app.js": "app\n",
+	}, readTree(t, e.workDir))
+}
+
+// Issue 31, item 6a: a file the run made ignored, then edited by hand, is
+// a conflict: the rewind does not overwrite the edit without force.
+func TestRewindConflictOnAFileIgnoredSince(t *testing.T) {
+	e := startEnv(t)
+	writeTree(t, e.workDir, map[string]string{"app.env": "A=1\n", "main.go": "package main\n"})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("printf '*.env\\n' > .gitignore"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	writeTree(t, e.workDir, map[string]string{"app.env": "A=2 by hand\n"})
+
+	var diff proto.CheckpointDiff
+	e.must(http.StatusOK, "GET", e.sessionPath(ws.ID, sess.ID)+"/checkpoints/"+cks[0].ID+"/diff", nil, &diff)
+	assert.Contains(t, diff.Files, proto.FileChange{Path: "app.env", Change: proto.ChangeModified}, "not deleted: it is still there")
+
+	body := map[string]any{"checkpoint_id": cks[0].ID}
+	status, raw := e.do("POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", body, nil)
+	require.Equal(t, http.StatusConflict, status, "%s", raw)
+	assert.Equal(t, proto.CodeRewindConflict, errorCode(t, raw))
+	assert.Contains(t, string(raw), "app.env")
+	got, _ := os.ReadFile(filepath.Join(e.workDir, "app.env"))
+	assert.Equal(t, "A=2 by hand\n", string(got))
+
+	body["force"] = true
+	var res proto.RewindResult
+	e.must(http.StatusOK, "POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", body, &res)
+	got, _ = os.ReadFile(filepath.Join(e.workDir, "app.env"))
+	assert.Equal(t, "A=1\n", string(got), "forced: the checkpoint's content")
+}
+
+// Issue 31, item 6c: a same-size hand edit with its modification time set
+// back (as cp -p leaves it) is a conflict too.
+func TestRewindConflictOnAnEditWithItsTimeSetBack(t *testing.T) {
+	e := startEnv(t)
+	writeTree(t, e.workDir, map[string]string{"notes.txt": "aaaa\n"})
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(e.workDir, "notes.txt"), old, old))
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("echo made > new.txt"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	writeTree(t, e.workDir, map[string]string{"notes.txt": "bbbb\n"})
+	require.NoError(t, os.Chtimes(filepath.Join(e.workDir, "notes.txt"), old, old))
+
+	status, raw := e.do("POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[0].ID}, nil)
+	require.Equal(t, http.StatusConflict, status, "%s", raw)
+	assert.Contains(t, string(raw), "notes.txt")
+	got, _ := os.ReadFile(filepath.Join(e.workDir, "notes.txt"))
+	assert.Equal(t, "bbbb\n", string(got))
+}
+
+// Issue 31, item 7: a forced rewind that cannot be done whole (an ignored
+// directory replaced by a symlink to outside the workspace) changes
+// nothing, answers a clear 409, and emits no session.rewound.
+func TestRewindAllOrNothing(t *testing.T) {
+	e := startEnv(t)
+	outside := t.TempDir()
+	writeTree(t, e.workDir, map[string]string{"a.txt": "a\n", "build/out.txt": "out\n"})
+	writeTree(t, outside, map[string]string{"mine.txt": "outside's\n"})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("echo A > a.txt && echo new > new.txt && printf 'build\\n' > .gitignore"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	require.NoError(t, os.RemoveAll(filepath.Join(e.workDir, "build")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(e.workDir, "build")))
+	before := readTree(t, e.workDir)
+
+	status, raw := e.do("POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[0].ID, "force": true}, nil)
+	require.Equal(t, http.StatusConflict, status, "%s", raw)
+	assert.Equal(t, proto.CodeRewindConflict, errorCode(t, raw))
+	assert.Contains(t, string(raw), "build")
+	assert.Contains(t, string(raw), "nothing was changed")
+	assert.Equal(t, before, readTree(t, e.workDir), "nothing changed")
+	assert.Equal(t, map[string]string{"mine.txt": "outside's\n"}, readTree(t, outside))
+	assert.Len(t, e.allMessages(ws.ID, sess.ID), len(e.messages(ws.ID, sess.ID)), "no history rewound")
+	// The next event is the one this test makes, not a session.rewound.
+	e.createSession(ws.ID, nil)
+	_, seen := s.until(proto.EventSessionCreated)
+	for _, f := range seen {
+		assert.NotEqual(t, proto.EventSessionRewound, f.envelope(t).Type)
+	}
+}
+
+// storeObjects counts the checkpoint store's objects under the data dir,
+// and checks every entry's mode is the data dir's (0700 directories, 0600
+// files).
+func storeObjects(t *testing.T, dataDir string) int {
+	t.Helper()
+	n := 0
+	root := filepath.Join(dataDir, "checkpoints")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		assert.Equal(t, want, fi.Mode().Perm(), "mode of %s", p)
+		if !d.IsDir() && len(d.Name()) == 38 && filepath.Base(filepath.Dir(filepath.Dir(p))) == "objects" {
+			n++
+		}
+		return nil
+	}))
+	return n
+}
+
+// Issue 31, item 8: looking at a diff writes nothing, even of a big file
+// that keeps changing; the store's modes are the data dir's; a deleted
+// session's objects are gone after a restart.
+func TestCheckpointStoreReadsWriteNothingAndIsCollected(t *testing.T) {
+	e := startEnv(t)
+	log := strings.Repeat("a log line of some length, to make it big\n", 512<<10/42)
+	writeTree(t, e.workDir, map[string]string{"app.log": log})
+	ws := e.createWorkspace()
+	s := e.openStream(ws.ID, newClientID(), "")
+	sess := e.createSession(ws.ID, map[string]any{"permission_mode": "allow_all"})
+	e.runToIdle(s, ws.ID, sess.ID, bashPrompt("echo run >> app.log"))
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	before := storeObjects(t, e.cfg.DataDir)
+	for i := range 5 {
+		writeTree(t, e.workDir, map[string]string{"app.log": log + fmt.Sprintf("line %d\n", i)})
+		var diff proto.CheckpointDiff
+		e.must(http.StatusOK, "GET", e.sessionPath(ws.ID, sess.ID)+"/checkpoints/"+cks[0].ID+"/diff", nil, &diff)
+		require.Equal(t, []proto.FileChange{{Path: "app.log", Change: proto.ChangeModified}}, diff.Files)
+		assert.Contains(t, diff.Diff, fmt.Sprintf("+line %d", i))
+	}
+	assert.Equal(t, before, storeObjects(t, e.cfg.DataDir), "five diffs wrote objects")
+
+	e.must(http.StatusNoContent, "DELETE", e.sessionPath(ws.ID, sess.ID), nil, nil)
+	s.close()
+	e.restart()
+	assert.Zero(t, storeObjects(t, e.cfg.DataDir), "no live session reaches anything")
 }

@@ -71,13 +71,13 @@ func TestTokenLifecycle(t *testing.T) {
 	e := startEnv(t)
 	var me proto.Me
 	e.must(http.StatusOK, "GET", "/v1/me", nil, &me)
-	assert.Equal(t, proto.Me{TokenID: auth.OwnerTokenID, Name: "owner", Role: "owner"}, me)
+	assert.Equal(t, proto.Me{TokenID: auth.OwnerTokenID, Name: "owner", Role: "owner", WorkspaceRoots: []string{}}, me)
 
 	alice, secret := e.person("alice", "member")
 	assert.Equal(t, "member", alice.Role)
 	status, _ := e.as(secret, "GET", "/v1/me", nil, &me)
 	require.Equal(t, http.StatusOK, status)
-	assert.Equal(t, proto.Me{TokenID: alice.ID, Name: "alice", Role: "member"}, me)
+	assert.Equal(t, proto.Me{TokenID: alice.ID, Name: "alice", Role: "member", WorkspaceRoots: []string{}}, me)
 
 	var list proto.TokenList
 	_, raw := e.do("GET", "/v1/tokens", nil, &list)

@@ -53,6 +53,10 @@ type Me struct {
 	TokenID string `json:"token_id"`
 	Name    string `json:"name"`
 	Role    string `json:"role"`
+	// WorkspaceRoots are the directories members may open workspaces in
+	// (the server configuration's workspace_roots; section 9). Owners open
+	// any directory but the data dir.
+	WorkspaceRoots []string `json:"workspace_roots"`
 }
 
 // Actor names the person whose request caused an event.
@@ -92,4 +96,22 @@ type AuditEntry struct {
 // AuditLog is GET /v1/audit.
 type AuditLog struct {
 	Entries []AuditEntry `json:"entries"`
+}
+
+// SignInCode is the body of POST /v1/signin-codes' answer: a one-time code
+// that POST /v1/signin exchanges, once, before ExpiresAt, for the token
+// that asked for it. It stands in for the token in a link to the web app.
+type SignInCode struct {
+	Code      string `json:"code"`
+	ExpiresAt Time   `json:"expires_at"`
+}
+
+// SignInRequest is the body of POST /v1/signin.
+type SignInRequest struct {
+	Code string `json:"code"`
+}
+
+// SignIn is POST /v1/signin's answer: the token the code stood for.
+type SignIn struct {
+	Token string `json:"token"`
 }

@@ -140,6 +140,9 @@ type Workspace struct {
 	// Attached lists the clients whose streams are open on this node,
 	// with the person each belongs to (section 9).
 	Attached []AttachedClient `json:"attached"`
+	// Missing is set, in GET /v1/workspaces, on a workspace whose directory
+	// no longer exists (deleted or moved since it was opened).
+	Missing bool `json:"missing,omitempty"`
 }
 
 // CreateWorkspaceRequest is the body of POST /v1/workspaces.

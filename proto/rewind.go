@@ -85,6 +85,9 @@ type FileChange struct {
 type CheckpointDiff struct {
 	Files []FileChange `json:"files"`
 	Diff  string       `json:"diff"`
+	// Kept are files there now that the checkpoint did not look at
+	// (ignored then): a rewind to it leaves them as they are.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // RewindRequest is the body of POST .../rewind; Files and History default
@@ -100,6 +103,10 @@ type RewindRequest struct {
 type RewindResult struct {
 	Files           []FileChange `json:"files"`
 	RemovedMessages int          `json:"removed_messages"`
+	// Kept are files there now that the checkpoint did not look at
+	// (ignored then): whether they were there then is unknown, so the
+	// rewind left them as they are.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // SessionRewound is the data of session.rewound.

@@ -155,8 +155,9 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 type backend struct {
 	c   *client.Client
 	url string
-	// inProcess is set when the server runs in this process.
+	// inProcess is set when the server runs in this process, srv then.
 	inProcess bool
+	srv       *server.Server
 	stop      func()
 }
 
@@ -326,7 +327,7 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 			fmt.Fprintln(env.stderr, "tandem: in-process server:", err)
 		}
 	}
-	return &backend{c: client.New(u, token), url: u, inProcess: true, stop: stop}, nil
+	return &backend{c: client.New(u, token), url: u, inProcess: true, srv: srv, stop: stop}, nil
 }
 
 // normalizeURL accepts a server URL as people type it: without a scheme

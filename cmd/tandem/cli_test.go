@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -481,4 +482,34 @@ func TestParseRunFlags(t *testing.T) {
 
 	_, err = parseRun([]string{"--nope"}, env)
 	assert.True(t, errors.As(err, new(reportedError)), "the flag package printed it already")
+}
+
+// A workspace whose directory was deleted behind the server's back is
+// listed as missing, not as merely closed.
+func TestWorkspacesListsAGoneDirectoryAsMissing(t *testing.T) {
+	t.Parallel()
+	srv := startCLIServer(t)
+	env := srv.env(t)
+	kept, gone := t.TempDir(), filepath.Join(t.TempDir(), "scratch")
+	require.NoError(t, os.Mkdir(gone, 0o700))
+	for _, dir := range []string{kept, gone} {
+		_, errOut, code := runCLI(t, dir, env, "run", "hello")
+		require.Equal(t, 0, code, errOut)
+	}
+	require.NoError(t, os.RemoveAll(gone))
+
+	out, errOut, code := runCLI(t, kept, env, "workspaces", "--json")
+	require.Equal(t, 0, code, errOut)
+	var wl proto.WorkspaceList
+	require.NoError(t, json.Unmarshal([]byte(out), &wl))
+	missing := map[string]bool{}
+	for _, ws := range wl.Workspaces {
+		missing[ws.Path] = ws.Missing
+	}
+	assert.Equal(t, map[string]bool{kept: false, gone: true}, missing)
+
+	out, _, code = runCLI(t, kept, env, "workspaces")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, regexp.QuoteMeta(gone)+`\s+missing\s`, out)
+	assert.Regexp(t, regexp.QuoteMeta(kept)+`\s+(open|closed)\s`, out)
 }

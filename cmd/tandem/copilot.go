@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-dev/tandem/internal/bridge"
+	"github.com/tandem-dev/tandem/internal/bridge/httpbridge"
+	"github.com/tandem-dev/tandem/internal/bridge/localbridge"
 	"github.com/tandem-dev/tandem/internal/copilot"
-	"github.com/tandem-dev/tandem/internal/copilot/httpbackend"
 	"github.com/tandem-dev/tandem/internal/server"
 )
 
@@ -197,7 +200,14 @@ func copilotCommand(args []string, env *cliEnv) int {
 	if gw != nil {
 		defer gw.Close()
 	}
-	cfg := copilotConfig(o, env, cwd, httpbackend.Connect(be.url, token), logger)
+	connect := httpbridge.Connect(be.url, token)
+	if be.srv != nil {
+		// The server is this process's: the bridge calls its domain, with
+		// no loopback HTTP.
+		services, audit := be.srv.Local()
+		connect = localbridge.Connect(localbridge.Config{Services: services, Audit: audit})
+	}
+	cfg := copilotConfig(o, env, cwd, be.url, connect, logger)
 	cfg.Gateway = gw
 	srv := copilot.NewServer(cfg)
 	if o.stdio {
@@ -216,18 +226,25 @@ func copilotCommand(args []string, env *cliEnv) int {
 	return exitOK
 }
 
-// copilotConfig is the bridge's configuration from the SDK's environment.
-func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(string) (copilot.Backend, error), logger *slog.Logger) copilot.Config {
+// copilotConfig is the bridge's configuration from the SDK's environment,
+// for the Tandem server at base, this command acting through connect.
+//
+// Who a connection is (contract section 10): over stdio, the process that
+// started this command owns both ends, and the connection acts as this command's token.
+// Over TCP every connection must connect with a Tandem token and acts as
+// its person; the one exception is the connection token the starting
+// process handed this command in COPILOT_CONNECTION_TOKEN (the SDKs make
+// one up, a UUID, when they start their CLI on TCP): that process already
+// holds token, so a connection presenting its secret acts as token.
+func copilotConfig(o copilotOptions, env *cliEnv, cwd, base string, connect bridge.Connect, logger *slog.Logger) copilot.Config {
 	cfg := copilot.Config{
 		Connect: connect,
 		Cwd:     cwd,
-		Token:   env.getenv("COPILOT_CONNECTION_TOKEN"),
 		Version: "tandem-" + server.Version,
 		Logger:  logger,
 	}
-	if o.stdio {
-		// Over stdio the SDK owns both ends; only TCP needs the token.
-		cfg.Token = ""
+	if !o.stdio {
+		cfg.Authenticate = copilotAuth(base, connect, env.getenv("COPILOT_CONNECTION_TOKEN"))
 	}
 	if api := env.getenv("COPILOT_API_URL"); api != "" {
 		// The SDK's models live behind its API, which speaks Chat
@@ -237,6 +254,18 @@ func copilotConfig(o copilotOptions, env *cliEnv, cwd string, connect func(strin
 		cfg.Model = copilotDefaultModel
 	}
 	return cfg
+}
+
+// copilotAuth accepts a Tandem token of the server at base, or launch (when
+// set), which stands for this command's own token (own connects as it).
+func copilotAuth(base string, own bridge.Connect, launch string) func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+	tandem := httpbridge.Authenticate(base)
+	return func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+		if launch != "" && subtle.ConstantTimeCompare([]byte(launch), []byte(token)) == 1 {
+			return own(clientID)
+		}
+		return tandem(ctx, clientID, token)
+	}
 }
 
 // copilotDefaultModel is the Copilot CLI's default model, asked of the
@@ -307,18 +336,18 @@ func (stdioConn) Close() error                { return os.Stdin.Close() }
 // serveCopilot serves the Copilot SDK protocol on addr for tandem serve,
 // beside its HTTP API at httpAddr: the bridge is one more client of the
 // server, so what SDK apps do is live for every other client and the other
-// way round. Its connections must connect with the server's token.
-func serveCopilot(ctx context.Context, addr string, httpAddr net.Addr, token string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
+// way round. Each connection must connect with a Tandem token and acts as
+// its person (contract section 10).
+func serveCopilot(ctx context.Context, addr string, httpAddr net.Addr, getenv func(string) string, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("copilot: %w", err)
 	}
 	base := "http://" + loopbackAddr(httpAddr)
 	cfg := copilot.Config{
-		Connect: httpbackend.Connect(base, token),
-		Token:   token,
-		Version: "tandem-" + server.Version,
-		Logger:  logger,
+		Authenticate: httpbridge.Authenticate(base),
+		Version:      "tandem-" + server.Version,
+		Logger:       logger,
 	}
 	if cwd, err := os.Getwd(); err == nil {
 		cfg.Cwd = cwd

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/client"
+	"github.com/tandem-dev/tandem/internal/copilot/sdkschema"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -32,13 +33,17 @@ type sdkConn struct {
 	nextID int
 	calls  map[int]chan map[string]any
 	events chan map[string]any // the "event" of each session.event
+	// sent names the method of each request by id; got is every message
+	// received, raw, for the schema check.
+	sent map[int]string
+	got  [][]byte
 }
 
 func dialSDK(t *testing.T, addr string) *sdkConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
-	c := &sdkConn{t: t, nc: nc, calls: map[int]chan map[string]any{}, events: make(chan map[string]any, 1024)}
+	c := &sdkConn{t: t, nc: nc, calls: map[int]chan map[string]any{}, events: make(chan map[string]any, 1024), sent: map[int]string{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -72,6 +77,9 @@ func (c *sdkConn) readLoop() {
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
+		c.mu.Lock()
+		c.got = append(c.got, body)
+		c.mu.Unlock()
 		var m map[string]any
 		if json.Unmarshal(body, &m) != nil {
 			continue
@@ -99,11 +107,30 @@ func (c *sdkConn) readLoop() {
 // call sends a request and returns its result; an error answer fails the test.
 func (c *sdkConn) call(method string, params any) map[string]any {
 	c.t.Helper()
+	m := c.request(method, params)
+	require.Nil(c.t, m["error"], "%s answered an error", method)
+	res, _ := m["result"].(map[string]any)
+	return res
+}
+
+// callErr sends a request that must fail and returns its error's message.
+func (c *sdkConn) callErr(method string, params any) string {
+	c.t.Helper()
+	m := c.request(method, params)
+	e, ok := m["error"].(map[string]any)
+	require.True(c.t, ok, "%s answered %v, want an error", method, m["result"])
+	return fmt.Sprint(e["message"])
+}
+
+// request sends a request and returns the whole answer.
+func (c *sdkConn) request(method string, params any) map[string]any {
+	c.t.Helper()
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
 	ch := make(chan map[string]any, 1)
 	c.calls[id] = ch
+	c.sent[id] = method
 	c.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	require.NoError(c.t, err)
@@ -111,9 +138,7 @@ func (c *sdkConn) call(method string, params any) map[string]any {
 	require.NoError(c.t, err)
 	select {
 	case m := <-ch:
-		require.Nil(c.t, m["error"], "%s answered an error", method)
-		res, _ := m["result"].(map[string]any)
-		return res
+		return m
 	case <-time.After(30 * time.Second):
 		c.t.Fatalf("no answer to %s", method)
 		return nil
@@ -152,16 +177,83 @@ func waitHTTPEvent(t *testing.T, st *client.EventStream, typ string) proto.Event
 	}
 }
 
-// An SDK app and an HTTP client share one session: each sees the other's
-// prompt and answer live, a permission is asked of both, and the first
-// answer (the HTTP client's) wins.
-func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
-	const token = "copilot-e2e-token"
-	dataDir, wsDir := t.TempDir(), t.TempDir()
-	wsDir, err := filepath.EvalSymlinks(wsDir)
+// checkSchema checks every message c received against the Copilot SDK's
+// own types, as the strictest SDKs read them.
+func (c *sdkConn) checkSchema() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, body := range c.got {
+		var m struct {
+			ID     *int            `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Params struct {
+				Event json.RawMessage `json:"event"`
+			} `json:"params"`
+		}
+		require.NoError(c.t, json.Unmarshal(body, &m), "%s", body)
+		switch {
+		case m.Method == "session.event":
+			require.NoError(c.t, sdkschema.Event(m.Params.Event), "a session.event the SDK refuses")
+		case m.ID != nil && m.Result != nil:
+			require.NoError(c.t, sdkschema.Result(c.sent[*m.ID], m.Result), "the answer to %s", c.sent[*m.ID])
+		}
+	}
+}
+
+// Everything the bridge sends in a session's life (answers, events) passes
+// the Copilot SDK's own types as strictly as Python's and .NET's SDKs read
+// them: an abort's reason, session.log's eventId, required fields.
+func TestCopilotTrafficPassesTheSDKSchema(t *testing.T) {
+	t.Parallel()
+	const token = "copilot-schema-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--copilot-addr", "127.0.0.1:0",
-		"--data-dir", dataDir, "--token", token, "--model", "echo")
+	_, copilotAddr := startCopilotServe(t, token)
+	sdk := dialSDK(t, copilotAddr)
+	sdk.call("connect", map[string]any{"token": token})
+	sdk.call("ping", map[string]any{"message": "hi"})
+	sessionID := uuid.NewString()
+	sdk.call("session.create", map[string]any{"sessionId": sessionID, "workingDirectory": wsDir, "requestPermission": true})
+	sdk.waitEvent("session.start", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": "hello"})
+	sdk.waitEvent("session.idle", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": `/tool bash {"command":"echo done"}`})
+	perm := sdk.waitEvent("permission.requested", nil)
+	sdk.call("session.permissions.handlePendingPermissionRequest", map[string]any{
+		"sessionId": sessionID, "requestId": perm["requestId"], "result": map[string]any{"kind": "approve-once"},
+	})
+	sdk.waitEvent("tool.execution_complete", nil)
+	sdk.waitEvent("session.idle", nil)
+
+	sdk.call("session.send", map[string]any{"sessionId": sessionID, "prompt": "/slow 100 100"})
+	sdk.waitEvent("assistant.turn_start", nil)
+	sdk.call("session.abort", map[string]any{"sessionId": sessionID})
+	abort := sdk.waitEvent("abort", nil)
+	require.Equal(t, "user_initiated", abort["reason"])
+	sdk.waitEvent("session.idle", nil)
+
+	for _, level := range []string{"info", "warning", "error"} {
+		res := sdk.call("session.log", map[string]any{"sessionId": sessionID, "message": "a " + level, "level": level})
+		_, err := uuid.Parse(fmt.Sprint(res["eventId"]))
+		require.NoError(t, err, "session.log's eventId is a UUID")
+	}
+	sdk.call("session.model.switchTo", map[string]any{"sessionId": sessionID, "modelId": "echo"})
+	sdk.call("session.getMessages", map[string]any{"sessionId": sessionID})
+	sdk.call("session.list", map[string]any{})
+	sdk.call("session.getLastId", map[string]any{})
+	sdk.checkSchema()
+}
+
+// startCopilotServe runs tandem serve with the Copilot port, on token, and
+// returns the HTTP API's URL and the Copilot port's address.
+func startCopilotServe(t *testing.T, token string, args ...string) (httpURL, copilotAddr string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--copilot-addr", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--token", token, "--model", "echo"}, args...)...)
 	cmd.Env = append(os.Environ(), "COPILOT_API_URL=")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -180,7 +272,6 @@ func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var httpURL, copilotAddr string
 	for httpURL == "" || copilotAddr == "" {
 		select {
 		case line, ok := <-lines:
@@ -195,6 +286,167 @@ func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
 			t.Fatalf("no listening lines; stderr: %s", stderr)
 		}
 	}
+	return httpURL, copilotAddr
+}
+
+// Contract section 10: on the Copilot port a connection is the Tandem
+// token it connected with (its person, role and audit), and nothing is
+// answered before it connects.
+func TestCopilotPortConnectionIsItsTandemToken(t *testing.T) {
+	t.Parallel()
+	const owner = "copilot-owner-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	httpURL, copilotAddr := startCopilotServe(t, owner)
+	ctx := context.Background()
+	oc := client.New(httpURL, owner)
+	_, _, err = oc.CreateWorkspace(ctx, wsDir)
+	require.NoError(t, err)
+	alice, err := oc.CreateToken(ctx, proto.CreateTokenRequest{Name: "alice", Role: "member"})
+	require.NoError(t, err)
+	vera, err := oc.CreateToken(ctx, proto.CreateTokenRequest{Name: "vera", Role: "viewer"})
+	require.NoError(t, err)
+
+	stranger := dialSDK(t, copilotAddr)
+	for _, m := range []string{"session.list", "session.create", "ping"} {
+		require.Contains(t, stranger.callErr(m, map[string]any{"workingDirectory": wsDir}), "connect first")
+	}
+	stranger.callErr("connect", map[string]any{"token": "not-a-token"})
+	require.Contains(t, stranger.callErr("session.list", map[string]any{}), "connect first")
+
+	viewer := dialSDK(t, copilotAddr)
+	viewer.call("connect", map[string]any{"token": vera.Secret})
+	viewer.call("session.list", map[string]any{})
+	require.Contains(t, viewer.callErr("session.create", map[string]any{"sessionId": uuid.NewString(), "workingDirectory": wsDir}), "viewer",
+		"a viewer's connection may not create a session")
+
+	member := dialSDK(t, copilotAddr)
+	member.call("connect", map[string]any{"token": alice.Secret})
+	sessionID := uuid.NewString()
+	member.call("session.create", map[string]any{"sessionId": sessionID, "workingDirectory": wsDir})
+	entries, err := oc.Audit(ctx, 0, 1000)
+	require.NoError(t, err)
+	by := map[string]string{}
+	for _, e := range entries {
+		if e.Action == "session.create" && e.SessionID == sessionID {
+			by[e.Action] = e.Name
+		}
+	}
+	require.Equal(t, map[string]string{"session.create": "alice"}, by, "the session was created as alice, not as the owner")
+}
+
+// startCopilotTCP runs tandem copilot on a free TCP port, with the flags
+// and VAR=value pairs of args, and returns its address.
+func startCopilotTCP(t *testing.T, args ...string) string {
+	t.Helper()
+	flags := []string{"copilot", "--port", "0"}
+	env := append(os.Environ(), "COPILOT_API_URL=", "COPILOT_CONNECTION_TOKEN=", "TANDEM_TOKEN=", "TANDEM_URL=", "TANDEM_DATA_DIR=", "COPILOT_HOME=")
+	for _, a := range args {
+		if strings.HasPrefix(a, "--") || !strings.Contains(a, "=") {
+			flags = append(flags, a)
+		} else {
+			env = append(env, a)
+		}
+	}
+	cmd := exec.Command(binary, flags...)
+	cmd.Env = env
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	require.True(t, sc.Scan(), "no listening line: %s", stderr)
+	port, ok := strings.CutPrefix(sc.Text(), "CLI server listening on port ")
+	require.True(t, ok, sc.Text())
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// A test harness empties COPILOT_HOME while one tandem copilot runs; a
+// second one started afterwards finds the first's server (its server.json
+// and token are back within a second), not a fresh one, and resumes a
+// session created after the emptying.
+func TestCopilotHomeEmptiedUnderARunningServer(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	first := dialSDK(t, startCopilotTCP(t, "COPILOT_HOME="+home, "COPILOT_CONNECTION_TOKEN=first"))
+	first.call("connect", map[string]any{"token": "first"})
+	before := uuid.NewString()
+	first.call("session.create", map[string]any{"sessionId": before})
+
+	entries, err := os.ReadDir(home)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NoError(t, os.RemoveAll(filepath.Join(home, e.Name())))
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, err := os.Stat(filepath.Join(home, "tandem", "server.json"))
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "server.json never came back: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	after := uuid.NewString()
+	first.call("session.create", map[string]any{"sessionId": after})
+	second := dialSDK(t, startCopilotTCP(t, "COPILOT_HOME="+home, "COPILOT_CONNECTION_TOKEN=second"))
+	second.call("connect", map[string]any{"token": "second"})
+	res := second.call("session.resume", map[string]any{"sessionId": after})
+	require.Equal(t, after, res["sessionId"])
+	second.waitEvent("session.resume", nil)
+	list := second.call("session.list", map[string]any{})
+	raw, _ := json.Marshal(list)
+	require.Contains(t, string(raw), before, "one server, with what it held before the emptying")
+}
+
+// tandem copilot --port without a connection token answers nothing before
+// connect; with COPILOT_CONNECTION_TOKEN (as the SDKs start it) that token
+// or a Tandem token connects. Off loopback, the Copilot port needs --token.
+func TestCopilotCommandOnTCPNeedsConnect(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	start := func(env ...string) string {
+		return startCopilotTCP(t, append([]string{"--data-dir", dataDir}, env...)...)
+	}
+	addr := start()
+	c := dialSDK(t, addr)
+	require.Contains(t, c.callErr("session.list", map[string]any{}), "connect first")
+	require.Contains(t, c.callErr("session.create", map[string]any{"sessionId": uuid.NewString()}), "connect first")
+	c.callErr("connect", map[string]any{})
+	ownerToken, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	require.NoError(t, err)
+	c.call("connect", map[string]any{"token": strings.TrimSpace(string(ownerToken))})
+	c.call("session.list", map[string]any{})
+
+	launch := uuid.NewString()
+	addr = start("COPILOT_CONNECTION_TOKEN=" + launch)
+	c = dialSDK(t, addr)
+	c.callErr("connect", map[string]any{"token": uuid.NewString()})
+	c.call("connect", map[string]any{"token": launch})
+	c.call("session.list", map[string]any{})
+
+	out, errOut, code := runCLI(t, t.TempDir(), cliEnvironment(t, "TANDEM_TOKEN=", "TANDEM_DATA_DIR="+t.TempDir()),
+		"serve", "--addr", "127.0.0.1:0", "--copilot-addr", "0.0.0.0:0")
+	require.Equal(t, 2, code, "stdout %q", out)
+	require.Contains(t, errOut, "--token")
+}
+
+// An SDK app and an HTTP client share one session: each sees the other's
+// prompt and answer live, a permission is asked of both, and the first
+// answer (the HTTP client's) wins.
+func TestCopilotSDKAndHTTPShareASession(t *testing.T) {
+	const token = "copilot-e2e-token"
+	wsDir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	httpURL, copilotAddr := startCopilotServe(t, token)
 
 	sdk := dialSDK(t, copilotAddr)
 	res := sdk.call("connect", map[string]any{"token": token})

@@ -120,9 +120,16 @@ func workspacesCommand(args []string, env *cliEnv) int {
 		return printJSON(env.stdout, proto.WorkspaceList{Workspaces: list})
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPATH\tOPEN\tCLIENTS")
+	fmt.Fprintln(tw, "ID\tPATH\tSTATE\tCLIENTS")
 	for _, ws := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\n", ws.ID, ws.Path, ws.Open, ws.Clients)
+		state := "closed"
+		switch {
+		case ws.Missing:
+			state = "missing" // its directory is gone
+		case ws.Open:
+			state = "open"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", ws.ID, ws.Path, state, ws.Clients)
 	}
 	return flushTable(tw)
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tandem-dev/tandem/client"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/sandbox"
@@ -54,6 +55,7 @@ commands:
   config      check configuration files (tandem config check [FILE])
   token       manage people's tokens (tandem token create|list|revoke)
   serve       run the server
+  acp         speak the Agent Client Protocol on stdio (an editor's agent)
   copilot     serve the GitHub Copilot SDK protocol (an SDK's CLI)
   version     print the version (also --version)
 
@@ -91,6 +93,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return webCommand(args[1:], processEnv(getenv, stdout, stderr), browserOpener(getenv))
 	case "mcp":
 		return mcpCommand(args[1:], processEnv(getenv, stdout, stderr))
+	case "acp":
+		return acpCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "copilot":
 		return copilotCommand(args[1:], processEnv(getenv, stdout, stderr))
 	case "config":
@@ -280,6 +284,22 @@ func defaultDataDir(getenv func(string) string) string {
 	return filepath.Join(home, ".local", "share", "tandem")
 }
 
+// printSignIn writes to w a link to the web app of the server at base that
+// signs its opener in: it carries a one-time code (valid a minute), never
+// the token, which a terminal's scrollback would keep.
+func printSignIn(ctx context.Context, w io.Writer, base, token string) {
+	c := client.New(base, token)
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sc, err := c.SignInCode(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "tandem: no sign-in link for the web app: %v\n", explain(err))
+		return
+	}
+	fmt.Fprintf(w, "tandem: sign in to the web app: %s\n        (works once, within a minute; `tandem web` opens a new one)\n", signInURL(base, sc.Code))
+}
+
 // isLoopback reports whether addr only listens on loopback. An empty host
 // means every interface, which is not.
 func isLoopback(addr string) (bool, error) {
@@ -362,6 +382,18 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "tandem serve: refusing to listen on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.addr)
 		return 2
 	}
+	if o.copilotAddr != "" {
+		// The Copilot port is one more way in: held to the same rule.
+		loopback, err := isLoopback(o.copilotAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "tandem serve: --copilot-addr:", err)
+			return 2
+		}
+		if !loopback && o.token == "" {
+			fmt.Fprintf(stderr, "tandem serve: refusing to serve the Copilot protocol on non-loopback address %s without an explicit --token (or TANDEM_TOKEN)\n", o.copilotAddr)
+			return 2
+		}
+	}
 	// The data dir is taken before anything is read from it or written to
 	// it: a second server must stop here, before it touches the token.
 	dir, err := server.OpenDataDir(o.dataDir)
@@ -426,7 +458,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "tandem listening on http://%s\n", ln.Addr())
 	fmt.Fprintln(stdout, sandboxLine(srv.SandboxStatus()))
 	if o.copilotAddr != "" {
-		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), token, getenv, stdout, logger)
+		stopCopilot, err := serveCopilot(ctx, o.copilotAddr, ln.Addr(), getenv, stdout, logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "tandem serve:", err)
 			_ = srv.Shutdown(context.Background())
@@ -437,6 +469,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if isTerminal(stderr) {
+		// A person at a terminal: one link signs them in to the web app.
+		printSignIn(ctx, stderr, "http://"+loopbackAddr(ln.Addr()), token)
+	}
 	select {
 	case err = <-served:
 		logger.Error("server stopped", "err", err)

@@ -631,8 +631,12 @@ func count(n int64) string {
 
 func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }
 
-// cost writes US dollars with the precision small amounts need.
+// cost writes US dollars with the precision small amounts need; a model
+// priced at nothing (the echo model) is "free", not "$0.0000".
 func cost(usd float64) string {
+	if usd == 0 {
+		return "free"
+	}
 	if usd < 0.01 {
 		return fmt.Sprintf("$%.4f", usd)
 	}

@@ -27,7 +27,7 @@ func TestTokenCommandsThroughTheServer(t *testing.T) {
 	t.Cleanup(alice.CloseIdleConnections)
 	me, err := alice.Me(t.Context())
 	require.NoError(t, err)
-	assert.Equal(t, proto.Me{TokenID: me.TokenID, Name: "alice", Role: "viewer"}, me)
+	assert.Equal(t, proto.Me{TokenID: me.TokenID, Name: "alice", Role: "viewer", WorkspaceRoots: []string{}}, me)
 
 	out, errOut, code = runCLI(t, dir, env, "token", "list")
 	require.Equal(t, 0, code, errOut)

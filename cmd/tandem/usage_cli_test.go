@@ -94,4 +94,7 @@ func TestFormatUsage(t *testing.T) {
 	assert.Equal(t, "999.9k", count(999_949))
 	assert.Equal(t, "1M", count(999_950))
 	assert.Equal(t, "$0.0012", cost(0.00123))
+	free := 0.0
+	assert.Equal(t, "3 tokens in, 2 out, free", formatUsage(proto.Usage{InputTokens: 3, OutputTokens: 2, CostUSD: &free}),
+		"a model priced at nothing (echo) costs nothing, not $0.0000")
 }

@@ -17,9 +17,12 @@ import (
 const openTimeout = 10 * time.Second
 
 // webCommand is tandem web: it opens the server's web app in a browser,
-// signed in. The token rides in the URL fragment, which a browser never sends
-// to a server; the app moves it to sessionStorage and drops it from the URL.
-// When no browser can be opened it prints the URL instead.
+// signed in. The URL carries a one-time code, never the token: a browser's
+// command line is readable by every local user (/proc/PID/cmdline) for as
+// long as it runs. The code rides in the URL fragment, which a browser never
+// sends to a server; the app drops it from the URL and exchanges it, once,
+// within a minute, for the token (POST /v1/signin). When no browser can be
+// opened it prints the URL instead.
 func webCommand(args []string, env *cliEnv, open func(ctx context.Context, url string) error) int {
 	var o clientOptions
 	var printOnly bool
@@ -30,7 +33,7 @@ func webCommand(args []string, env *cliEnv, open func(ctx context.Context, url s
 		fs.PrintDefaults()
 	}
 	o.register(fs, env.getenv, `print {"url"} as JSON instead of opening a browser`)
-	fs.BoolVar(&printOnly, "print", false, "print the URL (it holds the token) instead of opening a browser")
+	fs.BoolVar(&printOnly, "print", false, "print the URL (it holds a one-time code, good for a minute) instead of opening a browser")
 	if err := parseNoArgs(fs, args); err != nil {
 		return usageError(env, "web", err)
 	}
@@ -42,15 +45,12 @@ func webCommand(args []string, env *cliEnv, open func(ctx context.Context, url s
 		return fail(env, "web", err)
 	}
 	defer b.Close()
-	// A refused token would only show up in the browser: say it here.
-	if _, err := b.c.ListWorkspaces(ctx); err != nil {
+	// A refused token is said here, not in the browser.
+	sc, err := b.c.SignInCode(ctx)
+	if err != nil {
 		return fail(env, "web", explain(err))
 	}
-	token, err := o.resolveToken()
-	if err != nil {
-		return fail(env, "web", err)
-	}
-	page := appURL(b.url, token)
+	page := signInURL(b.url, sc.Code)
 	if o.json {
 		return printJSON(env.stdout, struct {
 			URL string `json:"url"`
@@ -71,10 +71,10 @@ func webCommand(args []string, env *cliEnv, open func(ctx context.Context, url s
 	return exitOK
 }
 
-// appURL is the app's address on the server at base, carrying token in the
-// fragment.
-func appURL(base, token string) string {
-	return strings.TrimRight(base, "/") + "/#token=" + url.QueryEscape(token)
+// signInURL is the app's address on the server at base, carrying a
+// one-time sign-in code in the fragment.
+func signInURL(base, code string) string {
+	return strings.TrimRight(base, "/") + "/#code=" + url.QueryEscape(code)
 }
 
 // errNoDisplay: on a Linux or BSD console xdg-open would start a text

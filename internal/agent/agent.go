@@ -62,6 +62,9 @@ const (
 	ReviveContinue = "continue"
 	// ReviveInterrupt ends the run as interrupted without calling the model.
 	ReviveInterrupt = "interrupt"
+	// ReviveCancel ends the run as canceled without calling the model: a
+	// cancel met it suspended (invariant 4).
+	ReviveCancel = "cancel"
 )
 
 // Attachment is a prepared prompt attachment.
@@ -579,20 +582,24 @@ func (x *execution) revive() Result {
 		x.save(&user, proto.EventMessageCreated)
 	}
 
-	if x.run.Revive == ReviveInterrupt {
+	if x.run.Revive == ReviveInterrupt || x.run.Revive == ReviveCancel {
 		x.flush()
-		if err := x.r.Tools.Interrupt(x.ctx, x.run); err != nil {
+		outcome, content := proto.OutcomeInterrupted, "interrupted: the run was not continued"
+		if x.run.Revive == ReviveCancel {
+			outcome, content = proto.OutcomeCanceled, "canceled"
+		} else if err := x.r.Tools.Interrupt(x.ctx, x.run); err != nil {
+			// A cancel resolved the requests itself, before it answered.
 			x.log.Error("interrupt pending requests", "err", err)
 		}
 		for _, c := range missing {
-			res := ToolResult{Content: "interrupted: the run was not continued", IsError: true}
+			res := ToolResult{Content: content, IsError: true}
 			x.emit(proto.EventToolFinished, proto.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: true, Content: res.Content}, false)
 			x.toolMessage(c, res)
 		}
 		asst := x.newMessage(proto.RoleAssistant)
 		asst.Model = x.run.Model
 		x.save(&asst, proto.EventMessageCreated)
-		return x.finish(&asst, proto.OutcomeInterrupted, nil)
+		return x.finish(&asst, outcome, nil)
 	}
 	if x.runTools(missing, true) {
 		return x.suspend()

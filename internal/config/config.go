@@ -38,6 +38,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -132,6 +133,9 @@ type File struct {
 	Sandbox sandbox.Patch
 	// workspace marks a workspace's file, which may only narrow Sandbox.
 	workspace bool
+	// WorkspaceRoots are the directories members may open workspaces in
+	// (contract section 9): absolute, cleaned, the server's file only.
+	WorkspaceRoots []string
 
 	data []byte
 	// refs are the places that name a provider, checked once every file
@@ -205,7 +209,7 @@ func parse(path string, data []byte, workspace bool) (*File, error) {
 	return f, nil
 }
 
-var topKeys = []string{"model", "providers", "models", "mcp_servers", "permissions", "sandbox", "sandbox_network", "sandbox_read", "sandbox_write"}
+var topKeys = []string{"model", "providers", "models", "mcp_servers", "permissions", "workspace_roots", "sandbox", "sandbox_network", "sandbox_read", "sandbox_write"}
 
 func (f *File) check(c *checker, root *node) {
 	top, ok := c.object(root, "", topKeys...)
@@ -258,7 +262,35 @@ func (f *File) check(c *checker, root *node) {
 	if n := top["permissions"]; n != nil {
 		f.Permissions = checkPermissions(c, n, "permissions")
 	}
+	if n := top["workspace_roots"]; n != nil {
+		f.WorkspaceRoots = checkRoots(c, n)
+	}
 	f.Sandbox = checkSandbox(c, top)
+}
+
+// checkRoots reads workspace_roots: absolute directories, which only the
+// server's file may name, since whoever can write a workspace can write its
+// file, and a root there would let members open anything.
+func checkRoots(c *checker, n *node) []string {
+	if c.workspace {
+		c.add(n.off, "workspace_roots", "only the server's configuration file may set workspace_roots")
+		return nil
+	}
+	elems, _ := c.array(n, "workspace_roots", maxEntries)
+	roots := make([]string, 0, len(elems))
+	for i, e := range elems {
+		p := indexPath("workspace_roots", i)
+		s, ok := c.nonEmpty(e, p, maxStringLen)
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(s) {
+			c.add(e.off, p, "%s is not an absolute path", quote(s))
+			continue
+		}
+		roots = append(roots, filepath.Clean(s))
+	}
+	return roots
 }
 
 var providerKeys = []string{"type", "base_url", "api_key_env"}

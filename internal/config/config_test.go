@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"truncated", `{"model": "echo"`, `c.json:1:17: invalid JSON: unexpected end of file`},
 		{"trailing value", `{} {}`, `c.json:1:4: unexpected content after the top-level value`},
 		{"not an object", `[]`, `c.json:1:1: must be an object, got an array`},
-		{"unknown top key", `{"modle": "echo"}`, `c.json:1:2: modle: unknown key (did you mean model?); want model, providers, models, mcp_servers, permissions, sandbox, sandbox_network, sandbox_read or sandbox_write`},
+		{"unknown top key", `{"modle": "echo"}`, `c.json:1:2: modle: unknown key (did you mean model?); want model, providers, models, mcp_servers, permissions, workspace_roots, sandbox, sandbox_network, sandbox_read or sandbox_write`},
 		{"duplicate key", "{\"model\": \"echo\",\n \"model\": \"echo\"}", `c.json:2:2: model: given twice`},
 		{"model type", `{"model": 4}`, `c.json:1:11: model: must be a string, got a number`},
 		{"model empty", `{"model": ""}`, `c.json:1:11: model: must not be empty`},
@@ -420,7 +420,7 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"x": 1}`), 0o600))
 	_, err = Check(server, bad, filepath.Join(dir, "none.json"))
 	require.Error(t, err)
-	assert.Equal(t, bad+`:1:2: x: unknown key; want model, providers, models, mcp_servers, permissions, sandbox, sandbox_network, sandbox_read or sandbox_write`+"\n"+
+	assert.Equal(t, bad+`:1:2: x: unknown key; want model, providers, models, mcp_servers, permissions, workspace_roots, sandbox, sandbox_network, sandbox_read or sandbox_write`+"\n"+
 		filepath.Join(dir, "none.json")+`: cannot read: no such file`, err.Error(), "every file's problems, each named")
 }
 
@@ -710,4 +710,17 @@ func TestModelsFeedTheCatalog(t *testing.T) {
 	var none *Config
 	w, _ = none.Catalog().Window("echo")
 	require.EqualValues(t, 128_000, w, "the built-in table alone")
+}
+
+func TestWorkspaceRoots(t *testing.T) {
+	f, err := Parse("c.json", []byte(`{"workspace_roots": ["/srv/projects/", "/home/team"]}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/srv/projects", "/home/team"}, f.WorkspaceRoots)
+
+	_, err = Parse("c.json", []byte(`{"workspace_roots": ["relative/dir"]}`))
+	require.ErrorContains(t, err, "workspace_roots[0]: \"relative/dir\" is not an absolute path")
+
+	// A workspace's file is written by whoever can write the workspace.
+	_, err = ParseWorkspace("w.json", []byte(`{"workspace_roots": ["/"]}`))
+	require.ErrorContains(t, err, "only the server's configuration file may set workspace_roots")
 }

@@ -66,6 +66,15 @@ func NewLoader(server *File) (*Loader, error) {
 // workspace does (the health route's default model).
 func (l *Loader) Server() *Config { return l.base }
 
+// WorkspaceRoots are the server file's workspace_roots: where members may
+// open workspaces (none without a file).
+func (l *Loader) WorkspaceRoots() []string {
+	if l.server == nil {
+		return nil
+	}
+	return l.server.WorkspaceRoots
+}
+
 // Workspace returns the configuration of the workspace at root. An invalid
 // workspace file is an Errors naming it, the key and why.
 func (l *Loader) Workspace(root string) (*Config, error) {

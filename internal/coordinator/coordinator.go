@@ -176,6 +176,11 @@ type run struct {
 	steers []agent.Steer
 	closed bool
 
+	// ending is set as the run ends, before its run.completed is written:
+	// from then on its session's worker is only on its way out, and what
+	// waits for the session to be idle waits for it (settledLocked).
+	ending atomic.Bool
+
 	// state is runLive until a cancel claims the run (runCanceled) or the
 	// run commits to another end (runCommitted); it never changes again.
 	// That one compare-and-swap is what keeps a cancel from listing a run
@@ -590,6 +595,9 @@ func (c *Coordinator) drain(sr *sessionRuns, idle chan struct{}) {
 		if batch := sr.canceledHeadLocked(); len(batch) > 0 {
 			sr.dropHeadLocked(len(batch))
 			sr.active = batch[0]
+			for _, r := range batch {
+				r.ending.Store(true)
+			}
 			history := sr.historyLocked()
 			sr.mu.Unlock()
 			c.endUnstarted(sr, batch, history)
@@ -747,6 +755,13 @@ func (c *Coordinator) execute(ctx context.Context, sr *sessionRuns, r *run, hist
 	if cp := c.checkpointer(sr.ws, sr.id, ar); cp != nil {
 		rc.BeforeChange, ar.Ending = cp.before, cp.end
 	}
+	end := ar.Ending
+	ar.Ending = func() {
+		if end != nil {
+			end()
+		}
+		r.ending.Store(true)
+	}
 	unbind := c.cfg.Tools.Bind(r.id, rc)
 	defer unbind()
 	res := c.cfg.Runner.Execute(ctx, ar)
@@ -896,10 +911,65 @@ func (f failing) Stream(context.Context, provider.Request, func(provider.Delta))
 
 // Cancel cancels the session's active run and every run accepted before now.
 func (c *Coordinator) Cancel(ctx context.Context, wsID, sessionID string) ([]string, error) {
-	if _, _, err := c.cfg.Sessions.LookupSettings(ctx, wsID, sessionID); err != nil {
+	ws, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID)
+	if err != nil {
 		return nil, err
 	}
-	return c.cancelAll(sessionID), nil
+	ids := c.cancelAll(sessionID)
+	// A run suspended on a permission or a client's tool (on disk, not in
+	// memory) was accepted before this cancel too: its requests resolve
+	// canceled now, before the answer, and it comes back only to end
+	// canceled (invariant 4).
+	runs, err := c.cfg.Broker.UnfinishedRuns(ctx, ws.ID, sessionID)
+	if err != nil {
+		return ids, fmt.Errorf("list suspended runs: %w", err)
+	}
+	for _, runID := range runs {
+		if slices.Contains(ids, runID) || c.inMemoryRun(ws, sessionID, runID) {
+			continue // parked in memory: the cancel above ended it
+		}
+		if err := c.cfg.Broker.CancelRun(ctx, ws, runID); err != nil {
+			return ids, fmt.Errorf("cancel suspended run %s: %w", runID, err)
+		}
+		c.Revive(ws, sessionID, runID, agent.ReviveCancel, true)
+		ids = append(ids, runID)
+	}
+	return ids, nil
+}
+
+// settleLocked waits, for at most a few seconds, for a session whose last
+// run has ended (its run.completed may be out already) to go idle: a
+// client that saw the run end must find the session idle. It returns the
+// session locked again, as it may have been replaced meanwhile. Callers
+// hold sr.mu.
+func (c *Coordinator) settleLocked(ws *workspace.Workspace, sr *sessionRuns) *sessionRuns {
+	idle := sr.idle
+	if idle == nil || len(sr.queue) > 0 || sr.active == nil || !sr.active.ending.Load() {
+		return sr
+	}
+	sr.mu.Unlock()
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+	return c.lockSession(ws, sr.id)
+}
+
+// settleWait bounds settleLocked's wait: a worker on its way out only
+// writes its session.idle.
+const settleWait = 2 * time.Second
+
+// inMemoryRun reports whether the run is active or queued in memory.
+func (c *Coordinator) inMemoryRun(ws *workspace.Workspace, sessionID, runID string) bool {
+	sr := c.existing(sessionID)
+	if sr == nil {
+		return false
+	}
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	return sr.hasLocked(runID)
 }
 
 func (c *Coordinator) cancelAll(sessionID string) []string {
@@ -1019,6 +1089,10 @@ func (c *Coordinator) Forget(ctx context.Context, ws *workspace.Workspace, sessi
 			c.dropLocked(sr)
 		}
 		sr.mu.Unlock()
+		if deleted {
+			// Its checkpoints went with it: so do the files only they held.
+			c.collect(context.WithoutCancel(ctx), ws.ID)
+		}
 		if drop {
 			c.hist.forget(sr)
 		}

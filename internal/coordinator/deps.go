@@ -23,6 +23,7 @@ type Store interface {
 	GetSession(ctx context.Context, workspaceID, id string) (store.Session, error)
 	GetWorkspace(ctx context.Context, id string) (store.Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]store.Workspace, error)
+	ListSessions(ctx context.Context, workspaceID string) ([]store.Session, error)
 	WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq, upToSeq int64, limit int) ([]store.Event, error)
 	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
 	RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error)
@@ -68,6 +69,7 @@ type Broker interface {
 	AnswerPermission(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.PermissionAnswer) (string, error)
 	AnswerToolCall(ctx context.Context, ws *workspace.Workspace, requestID string, a proto.ToolCallAnswer) error
 	Interrupt(ctx context.Context, ws *workspace.Workspace, runID string) error
+	CancelRun(ctx context.Context, ws *workspace.Workspace, runID string) error
 	CancelSession(ctx context.Context, ws *workspace.Workspace, sessionID string)
 }
 

@@ -32,6 +32,10 @@ type memStore struct {
 	// the last one's outcome; a delete does not forget them.
 	completed map[string]int
 	outcome   map[string]string
+	// checkpoints are the Rewinds role's (rewind_test.go).
+	checkpoints []store.Checkpoint
+	// pending is what ListPending lists.
+	pending []store.Pending
 }
 
 func newMemStore() *memStore {
@@ -197,6 +201,7 @@ func (s *memStore) DeleteSession(_ context.Context, wsID, id string) error {
 	}
 	delete(s.sessions, id)
 	s.events = slices.DeleteFunc(s.events, func(e store.Event) bool { return e.SessionID == id })
+	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c store.Checkpoint) bool { return c.SessionID == id })
 	return nil
 }
 
@@ -360,6 +365,9 @@ func (f *fakeRunner) complete(ar *agent.Run, outcome string) agent.Result {
 		// The process is gone: nothing more reaches the disk.
 		return agent.Result{Outcome: outcome}
 	}
+	if ar.Ending != nil {
+		ar.Ending() // as the real runner does, before run.completed
+	}
 	if _, err := ar.Workspace.Record(context.WithoutCancel(context.Background()), workspace.Draft{
 		Type: proto.EventRunCompleted, SessionID: ar.SessionID, RunID: ar.ID,
 		Data: proto.RunCompleted{RunID: ar.ID, Outcome: outcome},
@@ -401,6 +409,9 @@ func (f *fakeRunner) Execute(ctx context.Context, ar *agent.Run) agent.Result {
 	defer f.rec.end(ar.SessionID)
 	if ar.Revive == agent.ReviveInterrupt {
 		return f.complete(ar, proto.OutcomeInterrupted)
+	}
+	if ar.Revive == agent.ReviveCancel {
+		return f.complete(ar, proto.OutcomeCanceled)
 	}
 	if ar.Revive == agent.ReviveContinue {
 		// Back in memory, it settles what it waited on as it goes on:
@@ -630,6 +641,10 @@ func (b *fakeBroker) Interrupt(_ context.Context, _ *workspace.Workspace, runID 
 	return nil
 }
 
+func (b *fakeBroker) CancelRun(ctx context.Context, ws *workspace.Workspace, runID string) error {
+	return b.Interrupt(ctx, ws, runID)
+}
+
 func (b *fakeBroker) CancelSession(_ context.Context, _ *workspace.Workspace, sessionID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -644,6 +659,7 @@ func (b *fakeBroker) CancelSession(_ context.Context, _ *workspace.Workspace, se
 type fakeTools struct {
 	mu         sync.Mutex
 	bound      map[string]bool
+	configs    map[string]toolset.RunConfig // of the runs bound
 	forgotten  []string
 	registered []string
 	refuse     error
@@ -659,13 +675,13 @@ func (t *fakeTools) Register(_, sessionID, clientID string, _ []proto.ToolSpec) 
 	return nil
 }
 
-func (t *fakeTools) Bind(runID string, _ toolset.RunConfig) func() {
+func (t *fakeTools) Bind(runID string, rc toolset.RunConfig) func() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bound == nil {
-		t.bound = map[string]bool{}
+		t.bound, t.configs = map[string]bool{}, map[string]toolset.RunConfig{}
 	}
-	t.bound[runID] = true
+	t.bound[runID], t.configs[runID] = true, rc
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/checkpoint"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/provider"
 	"github.com/tandem-dev/tandem/internal/session"
@@ -32,6 +33,10 @@ type harness struct {
 	tools  *fakeTools
 	// newProvider builds providers; nil builds echo ones.
 	newProvider func(provider.Config) (provider.Provider, error)
+	// checkpoints, when set, keeps checkpoints (the store then needs the
+	// Rewinds role: memStore has it).
+	checkpoints    *checkpoint.Manager
+	checkpointsDir string
 
 	epoch    int
 	m        *workspace.Manager
@@ -76,8 +81,9 @@ func (h *harness) start() {
 			}
 			return echoProvider{}, nil
 		},
-		Getenv: func(string) string { return "" },
-		Hooks:  h.hooks,
+		Getenv:      func(string) string { return "" },
+		Hooks:       h.hooks,
+		Checkpoints: h.checkpoints,
 	})
 }
 

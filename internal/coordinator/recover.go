@@ -36,6 +36,9 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover runs of workspace %s: %w", w.ID, err)
 		}
 	}
+	// With the lost runs' ends recorded: what the sessions deleted since
+	// the last start held goes.
+	c.CollectCheckpoints(ctx)
 	return nil
 }
 
@@ -176,6 +179,9 @@ func (c *Coordinator) endLostRuns(ctx context.Context, wsID string, open map[str
 		}
 		if sess, err := c.cfg.Store.GetSession(ctx, wsID, r.sessionID); err == nil {
 			c.configure(ar, sess, c.revivedConfig(ws))
+		}
+		if cp := c.checkpointer(ws, r.sessionID, ar); cp != nil {
+			ar.Ending = cp.endLost
 		}
 		c.cfg.Runner.Execute(ctx, ar)
 	}

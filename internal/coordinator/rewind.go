@@ -92,6 +92,27 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	}
 }
 
+// endLost is the Ending of a run a crash left behind (Recover): the files
+// as the crash left them are the run's outcome, recorded before its
+// run.completed like any run's end; were they not, a later hand edit
+// would go unnoticed by the conflict check.
+func (rc *runCheckpoint) endLost() {
+	list, err := rc.rw.ListCheckpoints(context.Background(), rc.sid)
+	if err != nil {
+		rc.c.log.Warn("end of checkpointed run not recorded", "run_id", rc.ar.ID, "session_id", rc.sid, "err", err)
+		return
+	}
+	for i := range list {
+		if list[i].RunID == rc.ar.ID {
+			rc.mu.Lock()
+			rc.taken = &list[i]
+			rc.mu.Unlock()
+			rc.end()
+			return
+		}
+	}
+}
+
 // end records the files as the run left them, before its run.completed:
 // what changes after that is someone else's doing (rewind_conflict).
 func (rc *runCheckpoint) end() {
@@ -104,7 +125,10 @@ func (rc *runCheckpoint) end() {
 	repo, err := rc.c.cfg.Checkpoints.Repo(rc.ws.ID, rc.ws.Path)
 	if err == nil {
 		var commit string
-		if commit, err = repo.Snapshot(ctx); err == nil {
+		// With the files the checkpoint recorded that the walk does not
+		// see now (a .gitignore the run changed): a later edit of one is
+		// someone else's too.
+		if commit, err = repo.Snapshot(ctx, rc.taken.Commit); err == nil {
 			ck := *rc.taken
 			ck.End = commit
 			err = rc.rw.PutCheckpoint(ctx, ck)
@@ -166,19 +190,21 @@ func (c *Coordinator) CheckpointDiff(ctx context.Context, wsID, sessionID, check
 	if err != nil {
 		return proto.CheckpointDiff{}, err
 	}
+	if !c.cfg.Checkpoints.Has(ws.ID) {
+		// Taken on another node (a cluster's former owner): a read makes
+		// no repository here.
+		return proto.CheckpointDiff{}, notHere(ck, checkpoint.ErrNotHere)
+	}
 	repo, err := c.cfg.Checkpoints.Repo(ws.ID, ws.Path)
 	if err != nil {
 		return proto.CheckpointDiff{}, err
 	}
-	now, err := repo.Snapshot(ctx)
-	if err != nil {
-		return proto.CheckpointDiff{}, err
-	}
-	files, diff, err := repo.Diff(ctx, ck.Commit, now)
+	// A read: the files now are hashed, not stored.
+	plan, diff, err := repo.DiffNow(ctx, ck.Commit)
 	if err != nil {
 		return proto.CheckpointDiff{}, notHere(ck, err)
 	}
-	return proto.CheckpointDiff{Files: files, Diff: diff}, nil
+	return proto.CheckpointDiff{Files: plan.Changes, Diff: diff, Kept: plan.Kept}, nil
 }
 
 // maxConflictNames bounds the files a rewind_conflict names.
@@ -202,7 +228,7 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	// half the files back would help nobody.
 	ctx = context.WithoutCancel(ctx)
 	deletes := c.deletes.Load()
-	sr := c.lockSession(ws, rec.ID)
+	sr := c.settleLocked(ws, c.lockSession(ws, rec.ID))
 	defer sr.mu.Unlock()
 	if err := c.admitLocked(ctx, sr, deletes); err != nil {
 		return proto.RewindResult{}, err
@@ -230,26 +256,33 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	if err != nil {
 		return proto.RewindResult{}, err
 	}
-	now, err := repo.Snapshot(ctx)
-	if err != nil {
-		return proto.RewindResult{}, err
-	}
 	last := list[len(list)-1]
-	if files && !req.Force && last.End != "" {
-		edited, err := repo.Changes(last.End, now)
-		if err != nil {
-			return proto.RewindResult{}, notHere(last, err)
-		}
-		if len(edited) > 0 {
-			return proto.RewindResult{}, conflict(edited)
-		}
+	// Stored, with what the checkpoints recorded that the walk does not
+	// see now: a failure part way puts these back.
+	now, err := repo.Snapshot(ctx, ck.Commit, last.Commit, last.End)
+	if err != nil {
+		return proto.RewindResult{}, notHere(ck, err)
 	}
 	res := proto.RewindResult{Files: []proto.FileChange{}}
 	if files {
-		if res.Files, err = repo.Restore(ctx, ck.Commit, now); err != nil {
-			return proto.RewindResult{}, notHere(ck, fmt.Errorf("rewind files of session %s: %w", rec.ID, err))
+		plan, err := repo.Plan(ck.Commit, now)
+		if err != nil {
+			return proto.RewindResult{}, notHere(ck, err)
 		}
-		if now, err = repo.Snapshot(ctx); err != nil {
+		if !req.Force {
+			edited, err := repo.Edited(last.Commit, last.End, now, ck.Commit)
+			if err != nil {
+				return proto.RewindResult{}, notHere(last, err)
+			}
+			if len(edited) > 0 {
+				return proto.RewindResult{}, conflict(edited, last.End == "")
+			}
+		}
+		if err := repo.Apply(ctx, plan); err != nil {
+			return proto.RewindResult{}, applyError(rec.ID, err)
+		}
+		res.Files, res.Kept = plan.Changes, plan.Kept
+		if now, err = repo.Snapshot(ctx, ck.Commit); err != nil {
 			return proto.RewindResult{}, err
 		}
 	}
@@ -269,6 +302,10 @@ func (c *Coordinator) Rewind(ctx context.Context, wsID, sessionID string, req pr
 	if history {
 		// Read again from the store at the next run, without what left.
 		sr.history = nil
+		if len(list) > 0 && list[len(list)-1].ID != ck.ID {
+			// Later checkpoints are gone: so are the files only they held.
+			c.collect(ctx, ws.ID)
+		}
 	}
 	if _, err := ws.Emit(ctx, workspace.Draft{
 		Type: proto.EventSessionRewound, SessionID: rec.ID,
@@ -307,8 +344,95 @@ func notHere(ck store.Checkpoint, err error) error {
 	return err
 }
 
-// conflict is the refusal of a rewind over files someone else changed.
-func conflict(edited []proto.FileChange) error {
+// applyError is the answer to a rewind whose files could not be put back:
+// either nothing was changed (the plan did not hold against the files) or
+// what was changed was put back.
+func applyError(sessionID string, err error) error {
+	switch {
+	case errors.Is(err, checkpoint.ErrBlocked):
+		return apierr.Errorf(proto.CodeRewindConflict, "the files of session %s cannot be rewound as they are now: %v; nothing was changed", sessionID, err)
+	case errors.Is(err, checkpoint.ErrUndone):
+		return apierr.Errorf(proto.CodeInternal, "rewinding the files of session %s failed: %v; nothing was rewound", sessionID, err)
+	}
+	return fmt.Errorf("rewind files of session %s: %w", sessionID, err)
+}
+
+// collect removes from the workspace's checkpoint store what no checkpoint
+// of its sessions reaches any more. A failure is logged: what stays is
+// collected next time.
+func (c *Coordinator) collect(ctx context.Context, wsID string) {
+	if err := c.collectWorkspace(ctx, wsID); err != nil {
+		c.log.Warn("checkpoint store not collected", "workspace_id", wsID, "err", err)
+	}
+}
+
+func (c *Coordinator) collectWorkspace(ctx context.Context, wsID string) error {
+	rw := c.rewinds()
+	if rw == nil || !c.cfg.Checkpoints.Has(wsID) {
+		return nil
+	}
+	w, err := c.cfg.Store.GetWorkspace(ctx, wsID)
+	if errors.Is(err, store.ErrNotFound) {
+		return c.cfg.Checkpoints.Drop(wsID)
+	}
+	if err != nil {
+		return err
+	}
+	sessions, err := c.cfg.Store.ListSessions(ctx, wsID)
+	if err != nil {
+		return err
+	}
+	var live []string
+	for _, s := range sessions {
+		list, err := rw.ListCheckpoints(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		for _, ck := range list {
+			live = append(live, ck.Commit, ck.End)
+		}
+	}
+	repo, err := c.cfg.Checkpoints.Repo(wsID, w.Path)
+	if err != nil {
+		return err
+	}
+	n, err := repo.Collect(live)
+	if n > 0 {
+		c.log.Info("checkpoint store collected", "workspace_id", wsID, "objects_removed", n)
+	}
+	return err
+}
+
+// CollectCheckpoints collects the checkpoint store of every workspace
+// that has one (at start, before the server serves): the objects of the
+// sessions deleted meanwhile, and the stores of workspaces gone.
+func (c *Coordinator) CollectCheckpoints(ctx context.Context) {
+	if c.rewinds() == nil {
+		return
+	}
+	ids, err := c.cfg.Checkpoints.Stored()
+	if err != nil {
+		c.log.Warn("checkpoint stores not collected", "err", err)
+		return
+	}
+	for _, id := range ids {
+		c.collect(ctx, id)
+	}
+}
+
+// conflict is the refusal of a rewind over files someone else changed;
+// unended when the last run's end was never recorded (a crash), so every
+// change since it started may be someone else's.
+func conflict(edited []proto.FileChange, unended bool) error {
+	if unended {
+		return apierr.Errorf(proto.CodeRewindConflict,
+			"the session's last run never recorded its end, so who changed these files since it started is unknown: %s; rewind with force to overwrite them", conflictNames(edited))
+	}
+	return apierr.Errorf(proto.CodeRewindConflict,
+		"files changed since the session's last run ended, not by it: %s; rewind with force to overwrite them", conflictNames(edited))
+}
+
+func conflictNames(edited []proto.FileChange) string {
 	names := make([]string, 0, min(len(edited), maxConflictNames))
 	for i, f := range edited {
 		if i == maxConflictNames {
@@ -317,6 +441,5 @@ func conflict(edited []proto.FileChange) error {
 		}
 		names = append(names, f.Path)
 	}
-	return apierr.Errorf(proto.CodeRewindConflict,
-		"files changed since the session's last run ended, not by it: %s; rewind with force to overwrite them", strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }

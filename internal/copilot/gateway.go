@@ -311,6 +311,32 @@ func viewResult(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// exitNote is the note Tandem's bash adds to the output of a command that
+// exited with a non-zero code.
+var exitNote = regexp.MustCompile(`\n?\[exit code: (-?\d+)\]$`)
+
+// shellResult words Tandem's bash result as the CLI does: the output, then
+// "<exited with exit code N>" on a line of its own, for every code. A
+// result with another note (a timeout, a signal) is left as Tandem says it.
+func shellResult(s string) string {
+	code := "0"
+	if m := exitNote.FindStringSubmatchIndex(s); m != nil {
+		code = s[m[2]:m[3]]
+		s = s[:m[0]]
+	} else if strings.HasSuffix(s, "]") {
+		return s
+	}
+	s = strings.TrimSuffix(s, "\n")
+	if s == "(no output)" {
+		s = ""
+	}
+	marker := "<exited with exit code " + code + ">"
+	if s == "" {
+		return marker
+	}
+	return s + "\n" + marker
+}
+
 // interruptedResult matches what Tandem tells the model of a call that a
 // cancel stopped; the CLI words it as interruptedText.
 var interruptedResult = regexp.MustCompile(`(?s)^(Error: )?(The permission request was canceled, so the call did not run\.|canceled|canceled before it ran|command not started: context canceled|.*\[command canceled; its process group was killed\].*)$`)
@@ -332,6 +358,7 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 	defer g.mu.Unlock()
 	calls := map[string]map[string]any{} // tool call id → its arguments, for writes
 	views := map[string]string{}         // tool call id of a view call → its path
+	shells := map[string]bool{}          // tool call ids of bash calls
 	images := map[int]string{}           // index of a view result → the image it showed
 	for i, m := range msgs {
 		switch m["role"] {
@@ -367,6 +394,9 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 					fn["name"] = "view"
 					continue
 				}
+				if id, _ := call["id"].(string); name == "bash" {
+					shells[id] = true
+				}
 				b, ok := builtinNames[name]
 				if !ok {
 					continue
@@ -396,6 +426,8 @@ func (g *Gateway) rewriteMessages(sessionID string, req map[string]json.RawMessa
 				m["content"] = fmt.Sprintf("Tool '%s' does not exist.", sm[1])
 			} else if interruptedResult.MatchString(s) {
 				m["content"] = interruptedText
+			} else if shells[fmt.Sprint(m["tool_call_id"])] {
+				m["content"] = shellResult(s)
 			} else if path, ok := views[fmt.Sprint(m["tool_call_id"])]; ok {
 				if imageType(path) != "" && viewedImage(path, s) {
 					m["content"] = "Viewed image file successfully."

@@ -230,3 +230,21 @@ func TestInterruptedResults(t *testing.T) {
 		}
 	}
 }
+
+// A shell result reads as the CLI words it: the output, then the exit code
+// on a line of its own, for a zero code too.
+func TestShellResult(t *testing.T) {
+	for in, want := range map[string]string{
+		"done\n":                 "done\n<exited with exit code 0>",
+		"done":                   "done\n<exited with exit code 0>",
+		"(no output)":            "<exited with exit code 0>",
+		"boom\n[exit code: 2]":   "boom\n<exited with exit code 2>",
+		"[exit code: 1]":         "<exited with exit code 1>",
+		"a\nb\n[exit code: 127]": "a\nb\n<exited with exit code 127>",
+		"x\n[command timed out after 1s; its process group was killed]": "x\n[command timed out after 1s; its process group was killed]",
+	} {
+		if got := shellResult(in); got != want {
+			t.Errorf("shellResult(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

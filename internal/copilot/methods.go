@@ -3,7 +3,6 @@ package copilot
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,8 +52,8 @@ func (c *conn) dispatch(req request) (any, error) {
 	c.mu.Lock()
 	connected := c.connected
 	c.mu.Unlock()
-	if !connected && c.srv.cfg.Token != "" && req.Method != "connect" && req.Method != "ping" {
-		return nil, errorf(codeInvalidRequest, "connect first, with the connection token")
+	if !connected && c.srv.cfg.Authenticate != nil && req.Method != "connect" {
+		return nil, errNotConnected
 	}
 	params := req.Params
 	if len(params) == 0 || string(params) == "null" {
@@ -62,6 +61,9 @@ func (c *conn) dispatch(req request) (any, error) {
 	}
 	return h(c, c.ctx, params)
 }
+
+// errNotConnected refuses a request sent before a successful connect.
+var errNotConnected = errorf(codeInvalidRequest, "connect first, with a Tandem token")
 
 func decode(params json.RawMessage, v any) error {
 	if err := json.Unmarshal(params, v); err != nil {
@@ -77,8 +79,27 @@ func (c *conn) connect(ctx context.Context, params json.RawMessage) (any, error)
 	if err := decode(params, &p); err != nil {
 		return nil, err
 	}
-	if want := c.srv.cfg.Token; want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(p.Token)) != 1 {
-		return nil, errorf(codeInvalidRequest, "invalid connection token")
+	if auth := c.srv.cfg.Authenticate; auth != nil {
+		c.mu.Lock()
+		connected := c.connected
+		c.mu.Unlock()
+		if !connected {
+			if p.Token == "" {
+				return nil, errorf(codeInvalidRequest, "connect needs a token: a Tandem token (tandem token create)")
+			}
+			b, err := auth(ctx, c.clientID, p.Token)
+			if err != nil {
+				return nil, errorf(codeInvalidRequest, "invalid connection token: %v", err)
+			}
+			c.mu.Lock()
+			if c.connected { // a concurrent connect won
+				c.mu.Unlock()
+				b.Close()
+			} else {
+				c.backend, c.connected = b, true
+				c.mu.Unlock()
+			}
+		}
 	}
 	c.mu.Lock()
 	c.connected = true
@@ -91,7 +112,7 @@ func (c *conn) ping(ctx context.Context, params json.RawMessage) (any, error) {
 		Message string `json:"message"`
 	}
 	_ = json.Unmarshal(params, &p)
-	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UnixMilli(), "protocolVersion": ProtocolVersion}, nil
+	return map[string]any{"message": "pong: " + p.Message, "timestamp": time.Now().UTC().Format(time.RFC3339Nano), "protocolVersion": ProtocolVersion}, nil
 }
 
 // readsAsk are the permission rules of the Copilot profile: its view (a
@@ -809,7 +830,9 @@ func (c *conn) logMessage(ctx context.Context, params json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"eventId": fmt.Sprint(seq)}, nil
+	// The id of the event the line became, as the session's stream gives
+	// it (a log line is one protocol event).
+	return map[string]any{"eventId": eventID(p.SessionID, seq, 0)}, nil
 }
 
 // switchModelParams are the params of session.model.switchTo.

@@ -60,13 +60,19 @@ type Config struct {
 	Gateway *Gateway
 	// ModelPrefix turns an SDK model name into a Tandem one ("openai/").
 	ModelPrefix string
-	// Token, when set, must be the token of every connection's connect.
-	Token string
+	// Authenticate, when set, decides who a connection is (contract
+	// section 10: over TCP the connection token is a Tandem token): every
+	// request before a successful connect is refused, and connect's token
+	// must be one it accepts; the connection then acts through the Backend
+	// it returns, as that token's person. When nil (stdio, where the process
+	// acts as the token it was started with) Connect makes the Backend and
+	// no connect is needed.
+	Authenticate func(ctx context.Context, clientID, token string) (Backend, error)
 	// Version is reported by connect and in session.start.
 	Version string
 	// MaxFrame bounds a frame's body; DefaultMaxFrame when zero.
 	MaxFrame int
-	// ConnectWait, with Token set, is how long a connection may stay
+	// ConnectWait, with Authenticate set, is how long a connection may stay
 	// without connecting; DefaultConnectWait when zero.
 	ConnectWait time.Duration
 	Logger      *slog.Logger
@@ -165,7 +171,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	if s.cfg.Token != "" {
+	if s.cfg.Authenticate != nil {
 		wait := s.cfg.ConnectWait
 		if wait <= 0 {
 			wait = DefaultConnectWait
@@ -258,8 +264,11 @@ func (c *conn) serve() error {
 		a.stop()
 	}
 	c.mu.Unlock()
-	if c.backend != nil {
-		c.backend.Close()
+	c.mu.Lock()
+	b := c.backend
+	c.mu.Unlock()
+	if b != nil {
+		b.Close()
 	}
 	return err
 }
@@ -307,7 +316,7 @@ func (c *conn) notify(method string, params any) {
 
 func (c *conn) read() error {
 	fr := newFrameReader(c.rwc, c.srv.cfg.MaxFrame)
-	if c.srv.cfg.Token != "" {
+	if c.srv.cfg.Authenticate != nil {
 		fr.limit = func(max int) int {
 			if c.isConnected() {
 				return max
@@ -396,8 +405,17 @@ func (c *conn) isConnected() bool {
 	return c.connected
 }
 
-// backendFor returns the connection's Backend, made on first use.
+// backendFor returns the connection's Backend: the one its connect
+// authenticated, or, without Authenticate, one made on first use.
 func (c *conn) backendFor() (Backend, error) {
+	if c.srv.cfg.Authenticate != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.backend == nil {
+			return nil, errNotConnected
+		}
+		return c.backend, nil
+	}
 	c.backendOnce.Do(func() {
 		c.backend, c.backendErr = c.srv.cfg.Connect(c.clientID)
 	})

@@ -80,8 +80,84 @@ func errorCode(m map[string]any) int {
 	return int(f)
 }
 
+// newTestServer serves connections that must connect with token, or, with
+// token "", connections that act as the process (stdio).
 func newTestServer(token string) *Server {
-	return NewServer(Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }, Token: token})
+	return NewServer(testConfig(token))
+}
+
+func testConfig(token string) Config {
+	cfg := Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }}
+	if token != "" {
+		cfg.Connect = func(string) (Backend, error) {
+			return nil, errors.New("a TCP connection acts as its token, never as the process")
+		}
+		cfg.Authenticate = func(_ context.Context, _, got string) (Backend, error) {
+			if got != token {
+				return nil, errors.New("not a Tandem token")
+			}
+			return nopBackend{}, nil
+		}
+	}
+	return cfg
+}
+
+// whoBackend is a Backend that lists one workspace, named for the token it
+// acts as.
+type whoBackend struct {
+	nopBackend
+	who string
+}
+
+func (b whoBackend) Workspaces(context.Context) ([]proto.Workspace, error) {
+	return []proto.Workspace{{ID: b.who, Path: "/" + b.who}}, nil
+}
+
+func (b whoBackend) Sessions(_ context.Context, wsID string) ([]proto.Session, error) {
+	return []proto.Session{{ID: "session-of-" + b.who, WorkspaceID: wsID}}, nil
+}
+
+// Over TCP nothing is answered before connect, ping included, and a
+// connection acts as the Tandem token it connected with: two connections
+// with two tokens are two people.
+func TestEveryRequestBeforeConnectIsRefusedAndTheTokenIsWhoActs(t *testing.T) {
+	s := NewServer(Config{
+		Connect: func(string) (Backend, error) { return whoBackend{who: "process-owner"}, nil },
+		Authenticate: func(_ context.Context, _, token string) (Backend, error) {
+			switch token {
+			case "alice-secret":
+				return whoBackend{who: "alice"}, nil
+			case "bob-secret":
+				return whoBackend{who: "bob"}, nil
+			}
+			return nil, errors.New("not a Tandem token")
+		},
+	})
+	stranger := dial(t, s)
+	for i, m := range []string{"session.list", "session.create", "ping", "session.getLastId", "session.send"} {
+		if got := errorCode(stranger.call(i, m, map[string]any{})); got != codeInvalidRequest {
+			t.Fatalf("%s before connect got code %d, want %d", m, got, codeInvalidRequest)
+		}
+	}
+	for i, tok := range []any{"", "nope", nil, 7} {
+		if got := errorCode(stranger.call(10+i, "connect", map[string]any{"token": tok})); got == 0 {
+			t.Fatalf("connect with token %v succeeded", tok)
+		}
+	}
+	if got := errorCode(stranger.call(20, "session.list", nil)); got != codeInvalidRequest {
+		t.Fatalf("session.list after a failed connect got code %d", got)
+	}
+	for _, who := range []string{"alice", "bob"} {
+		c := dial(t, s)
+		if res := c.call(1, "connect", map[string]any{"token": who + "-secret"}); res["error"] != nil {
+			t.Fatalf("connect as %s = %v", who, res)
+		}
+		res := c.call(2, "session.list", nil)
+		raw, _ := json.Marshal(res["result"])
+		if !strings.Contains(string(raw), "session-of-"+who) || strings.Contains(string(raw), "process-owner") {
+			t.Fatalf("session.list of %s's connection = %s, want it to act as %s", who, raw, who)
+		}
+	}
 }
 
 func TestConnectHandshake(t *testing.T) {
@@ -187,7 +263,9 @@ func TestFramesBeforeConnectAreSmall(t *testing.T) {
 
 // A connection that does not connect with the token in time is closed.
 func TestConnectionThatNeverConnectsIsClosed(t *testing.T) {
-	s := NewServer(Config{Connect: func(string) (Backend, error) { return nopBackend{}, nil }, Token: "secret", ConnectWait: 100 * time.Millisecond})
+	cfg := testConfig("secret")
+	cfg.ConnectWait = 100 * time.Millisecond
+	s := NewServer(cfg)
 	// The member's wait began first, so it is over once the stranger's is.
 	member := dial(t, s)
 	if res := member.call(1, "connect", map[string]any{"token": "secret"}); res["error"] != nil {

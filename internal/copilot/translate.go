@@ -26,6 +26,17 @@ type Event struct {
 // are the same every time it is translated, live or from history.
 var eventNamespace = uuid.MustParse("6f1d9a52-3c0e-4f7b-9a43-2b8c1d7e5a10")
 
+// eventID is the id of the i-th protocol event of the session's Tandem event
+// seq: a UUID, as the protocol's schema says.
+func eventID(sessionID string, seq int64, i int) string {
+	return uuid.NewSHA1(eventNamespace, fmt.Appendf(nil, "%s/%d/%d", sessionID, seq, i)).String()
+}
+
+// abortReason is the reason of the abort event of a run that a cancel or
+// an interruption ended: the schema's enum (user_initiated, remote_command,
+// user_abort, autopilot_credit_limit) has no other word for either.
+const abortReason = "user_initiated"
+
 // translator turns a session's Tandem events into protocol events. It keeps
 // what a later event needs of earlier ones (tool names, the current turn).
 type translator struct {
@@ -49,7 +60,7 @@ func newTranslator(sessionID, version string, model func(string) string, extras 
 func (t *translator) translate(ev proto.Event) []Event {
 	var out []Event
 	add := func(typ string, data any, ephemeral bool) {
-		id := uuid.NewSHA1(eventNamespace, fmt.Appendf(nil, "%s/%d/%d", t.sessionID, ev.Seq, len(out))).String()
+		id := eventID(t.sessionID, ev.Seq, len(out))
 		e := Event{ID: id, Timestamp: ev.Time.UTC().Format(time.RFC3339Nano), Type: typ, Data: data, Ephemeral: ephemeral}
 		if t.lastID != "" {
 			p := t.lastID
@@ -112,7 +123,7 @@ func (t *translator) translate(ev proto.Event) []Event {
 		_ = json.Unmarshal(ev.Data, &d)
 		switch d.Outcome {
 		case proto.OutcomeCanceled, proto.OutcomeInterrupted:
-			add("abort", map[string]any{"reason": "user initiated"}, false)
+			add("abort", map[string]any{"reason": abortReason}, false)
 		case proto.OutcomeError:
 			msg := "the run failed"
 			if d.Error != nil {
@@ -178,7 +189,13 @@ func (t *translator) translate(ev proto.Event) []Event {
 	case proto.EventPermissionResolved:
 		var d proto.PermissionResolved
 		_ = json.Unmarshal(ev.Data, &d)
-		add("permission.completed", map[string]any{"requestId": d.RequestID, "result": map[string]any{"kind": permissionResultKind(d.Result)}}, false)
+		result := map[string]any{"kind": permissionResultKind(d.Result)}
+		if result["kind"] == "denied-by-rules" {
+			// The schema requires the rules that denied it; Tandem's rule
+			// is not in the SDK's shape, so none is named.
+			result["rules"] = []any{}
+		}
+		add("permission.completed", map[string]any{"requestId": d.RequestID, "result": result}, false)
 	case proto.EventToolRequested:
 		var d proto.ToolCallRequest
 		_ = json.Unmarshal(ev.Data, &d)

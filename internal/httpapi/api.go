@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
+	"github.com/tandem-dev/tandem/internal/signin"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -56,7 +57,13 @@ type Config struct {
 	domain.Services
 	// Auth knows people's tokens and roles (section 9); nil knows only
 	// Token, the owner's.
-	Auth   *auth.Service
+	Auth *auth.Service
+	// WorkspaceRoots are where members may open workspaces, which GET
+	// /v1/me tells them; nil: none.
+	WorkspaceRoots func() []string
+	// SignIn keeps the one-time sign-in codes (POST /v1/signin-codes and
+	// /v1/signin); nil makes a set of the API's own.
+	SignIn *signin.Codes
 	Logger *slog.Logger
 }
 
@@ -68,6 +75,9 @@ type API struct {
 	stopping atomic.Bool
 	auth     *auth.Service
 	routes   *routeTable // filled by Handler
+	signin   *signin.Codes
+
+	signinLimits signinLimits
 
 	// active counts the handlers running, so a shutdown that had to close
 	// connections under them can wait for them before the store closes.
@@ -96,7 +106,10 @@ func New(cfg Config) *API {
 	if cfg.Auth == nil {
 		cfg.Auth = auth.New(auth.Config{OwnerToken: cfg.Token})
 	}
-	return &API{cfg: cfg, log: cfg.Logger, origins: origins, auth: cfg.Auth, routes: &routeTable{}}
+	if cfg.SignIn == nil {
+		cfg.SignIn = signin.New(nil)
+	}
+	return &API{cfg: cfg, log: cfg.Logger, origins: origins, auth: cfg.Auth, routes: &routeTable{}, signin: cfg.SignIn}
 }
 
 // BeginShutdown makes every later request but health answer 503 shutting_down.
@@ -167,6 +180,7 @@ func (a *API) Handler() http.Handler {
 	// stack for as long as its client stays, and each router and
 	// middleware it went through stays on it (see streamEvents).
 	r.Get("/v1/workspaces/{wid}/events", a.streamEvents)
+	r.With(a.refuseWhileStopping).Post("/v1/signin", a.signIn)
 	r.Group(func(r chi.Router) {
 		r.Use(a.refuseWhileStopping, a.authorize)
 		a.authRoutes(r)

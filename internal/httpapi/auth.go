@@ -7,11 +7,8 @@ package httpapi
 // authenticates, limits the rate, checks the role and keeps the audit log.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -35,6 +32,8 @@ var routeActions = map[string]auth.Action{
 	"GET /v1/tokens":  auth.TokenList,
 	"POST /v1/tokens": auth.TokenCreate,
 	"GET /v1/audit":   auth.AuditRead,
+
+	"POST /v1/signin-codes": auth.Me,
 
 	"DELETE /v1/tokens/{tid}": auth.TokenRevoke,
 
@@ -77,6 +76,7 @@ var routeActions = map[string]auth.Action{
 var publicRoutes = map[string]bool{
 	"GET /v1/health":       true,
 	"GET /v1/openapi.yaml": true,
+	"POST /v1/signin":      true, // exchanges a one-time code; rate-limited per address
 }
 
 // routeKey is a route's key in routeActions.
@@ -94,6 +94,7 @@ func (a *API) authRoutes(r chi.Router) {
 	r.Post("/v1/tokens", a.createToken)
 	r.Delete("/v1/tokens/{tid}", a.revokeToken)
 	r.Get("/v1/audit", a.auditLog)
+	r.Post("/v1/signin-codes", a.issueSigninCode)
 }
 
 // authorize is the middleware of every authenticated route (see admit).
@@ -150,18 +151,14 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 		a.rateLimited(w, r, wait)
 		return nil, nil, nil
 	}
-	action, known := m.action()
-	actions := []auth.Action{action}
-	if known && id.Role < auth.Owner {
-		// Owners may do all of it: their bodies are not read twice.
-		actions = append(actions, a.widening(r, m, action)...)
-	}
-	for _, act := range actions {
-		if err := auth.Check(id.Role, act); err != nil {
-			a.deny(r, m, id, err)
-			a.reject(w, r, err)
-			return nil, nil, nil
-		}
+	// The route's action is judged here, before the body is read; what the
+	// body asks (a wider permission mode, MCP servers) is judged by the
+	// domain (package guard) on the request it decoded, the one it applies.
+	action, _ := m.action()
+	if err := auth.Check(id.Role, action); err != nil {
+		a.deny(r, m, id, err)
+		a.reject(w, r, err)
+		return nil, nil, nil
 	}
 	ctx := auth.WithIdentity(r.Context(), id)
 	if !auth.Audited(action) {
@@ -172,6 +169,22 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*http.Request, http
 	ctx = context.WithValue(ctx, auditKey{}, n)
 	aw := &auditWriter{ResponseWriter: w, note: n}
 	return r.WithContext(ctx), aw, func() { n.record(http.StatusOK) }
+}
+
+// denied records a 403 that the domain (package guard) answered to an
+// admitted request: as the request's audit entry, which becomes an
+// auth.denied one, or as an entry of its own for an action not audited.
+func (a *API) denied(r *http.Request, err error) {
+	id, ok := auth.FromContext(r.Context())
+	if !ok {
+		return // refused by admit, which recorded it
+	}
+	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
+		n.entry.Action = string(auth.Denied)
+		n.entry.Detail = apierr.ErrorMessage(err)
+		return
+	}
+	a.deny(r, a.routes.match(r.Method, r.URL.Path), id, err)
 }
 
 // rateLimited answers 429 rate_limited with Retry-After.
@@ -186,85 +199,6 @@ func (a *API) deny(r *http.Request, m routeMatch, id auth.Identity, err error) {
 		WorkspaceID: m.param("wid"), SessionID: m.param("sid"),
 		Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, apierr.ErrorMessage(err))})
 }
-
-// widening names what a member's request body asks beyond its route's
-// action: the changes that widen what the agent may do without asking.
-func (a *API) widening(r *http.Request, m routeMatch, action auth.Action) []auth.Action {
-	if action != auth.SessionCreate && action != auth.SessionUpdate && action != auth.SessionResume {
-		return nil
-	}
-	body := peekBody(r)
-	var req struct {
-		PermissionMode *string         `json:"permission_mode"`
-		MCPServers     json.RawMessage `json:"mcp_servers"`
-		Tools          json.RawMessage `json:"tools"`
-		AvailableTools json.RawMessage `json:"available_tools"`
-		ExcludedTools  json.RawMessage `json:"excluded_tools"`
-	}
-	if json.Unmarshal(body, &req) != nil {
-		return nil // the handler refuses it
-	}
-	var out []auth.Action
-	if req.PermissionMode != nil && *req.PermissionMode == "allow_all" {
-		out = append(out, auth.AllowAll)
-	}
-	if given(req.MCPServers) && action != auth.SessionUpdate {
-		out = append(out, auth.MCPServers)
-	}
-	// An empty list of available or excluded tools is a change too: it
-	// lifts the restriction (all tools, none excluded).
-	changesTools := given(req.Tools) || (action == auth.SessionUpdate && (present(req.AvailableTools) || present(req.ExcludedTools)))
-	if changesTools && action != auth.SessionCreate && a.allowAll(r.Context(), m.param("wid"), m.param("sid")) {
-		out = append(out, auth.AllowAllTools)
-	}
-	return out
-}
-
-// present reports whether a field was sent with a value (null is none).
-func present(raw json.RawMessage) bool {
-	s := string(bytes.TrimSpace(raw))
-	return s != "" && s != "null"
-}
-
-// given reports whether a field was sent with a value that is not empty.
-func given(raw json.RawMessage) bool {
-	s := string(bytes.TrimSpace(raw))
-	return s != "" && s != "null" && s != "{}" && s != "[]"
-}
-
-// allowAll reports whether the session's permission_mode is allow_all.
-func (a *API) allowAll(ctx context.Context, wid, sid string) bool {
-	if a.cfg.Sessions == nil {
-		return false
-	}
-	sess, err := a.cfg.Sessions.Get(ctx, wid, sid)
-	if err != nil {
-		return false // the handler answers the 404
-	}
-	return sess.PermissionMode == proto.PermissionModeAllowAll
-}
-
-// peekBody reads r's body (bounded by limitBody) and puts it back for the
-// handler; a failed read is given back to the handler as it happened.
-func peekBody(r *http.Request) []byte {
-	if !hasBody(r) {
-		return nil
-	}
-	body, err := io.ReadAll(r.Body)
-	rest := io.Reader(bytes.NewReader(body))
-	if err != nil {
-		rest = io.MultiReader(rest, errReader{err})
-	}
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{rest, r.Body}
-	return body
-}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 type auditKey struct{}
 
@@ -319,7 +253,12 @@ func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	id, _ := auth.FromContext(r.Context())
-	writeJSON(w, http.StatusOK, a.auth.Me(id))
+	me := a.auth.Me(id)
+	me.WorkspaceRoots = []string{}
+	if a.cfg.WorkspaceRoots != nil {
+		me.WorkspaceRoots = append(me.WorkspaceRoots, a.cfg.WorkspaceRoots()...)
+	}
+	writeJSON(w, http.StatusOK, me)
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request) {

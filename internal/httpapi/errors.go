@@ -65,6 +65,9 @@ func codeOf(err error) (code, message string) {
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, message := codeOf(err)
 	status := statusOf(code)
+	if code == proto.CodeForbidden {
+		a.denied(r, err)
+	}
 	switch {
 	case status == http.StatusInternalServerError:
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -99,9 +102,15 @@ func decode(r *http.Request, v any) error {
 		}
 		return apierr.Errorf(proto.CodeInvalidJSON, "read body: %v", err)
 	}
-	body = bytes.TrimSpace(body)
+	// JSON's own white space only (RFC 8259): bytes.TrimSpace would take
+	// \f, \v, U+0085 or U+00A0 off too, which a JSON parser refuses, and
+	// what one reader takes as a body another would refuse.
+	body = bytes.Trim(body, " \t\r\n")
 	if len(body) == 0 {
 		body = []byte("{}")
+	}
+	if !valueStart(body[0]) || !valueEnd(body[len(body)-1]) {
+		return apierr.Errorf(proto.CodeInvalidJSON, "body has something other than JSON white space around its value")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -109,12 +118,22 @@ func decode(r *http.Request, v any) error {
 		return decodeError(err)
 	}
 	// Whatever follows the value is refused, a stray '}' or ']' too (which
-	// dec.More does not see): the role check reads bodies with
-	// json.Unmarshal, and a body the two read differently would slip past it.
+	// dec.More does not see).
 	if dec.InputOffset() != int64(len(body)) {
 		return apierr.Errorf(proto.CodeInvalidJSON, "body has data after the JSON value")
 	}
 	return nil
+}
+
+// valueStart and valueEnd report whether b can begin or end a JSON value,
+// so that a stray byte around the value is invalid_json whatever the
+// value holds (the decoder would name an unknown field first).
+func valueStart(b byte) bool {
+	return strings.IndexByte(`{["-0123456789tfn`, b) >= 0
+}
+
+func valueEnd(b byte) bool {
+	return strings.IndexByte(`}]"0123456789el`, b) >= 0
 }
 
 func decodeError(err error) error {

@@ -51,6 +51,7 @@ func (a *API) createWorkspace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws, created, err := a.cfg.Workspaces.Open(r.Context(), req)
+	noteAudit(r, func(e *store.AuditEntry) { e.WorkspaceID = ws.ID })
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

@@ -648,16 +648,30 @@ func (b *Broker) UnfinishedRuns(ctx context.Context, wsID, sessionID string) ([]
 // Interrupt resolves every open request of a suspended run as interrupted
 // (permissions canceled, tool calls failed), so later answers get 409.
 func (b *Broker) Interrupt(ctx context.Context, ws *workspace.Workspace, runID string) error {
+	return b.endRun(ctx, ws, runID, func(kind string) Answer {
+		if kind == KindToolCall {
+			return Answer{Content: "interrupted", IsError: true}
+		}
+		return Answer{Result: proto.ResultCanceled}
+	})
+}
+
+// CancelRun resolves every open request of a suspended run as canceled, a
+// cancel having met it (invariant 4), so later answers get 409.
+func (b *Broker) CancelRun(ctx context.Context, ws *workspace.Workspace, runID string) error {
+	return b.endRun(ctx, ws, runID, canceledAnswer)
+}
+
+// endRun resolves the open requests of a run that will not go on with the
+// answer of their kind, and settles them all.
+func (b *Broker) endRun(ctx context.Context, ws *workspace.Workspace, runID string, answer func(kind string) Answer) error {
 	rows, err := b.rows(ctx, ws.ID, func(r *row) bool { return r.RunID == runID && !r.rec.Applied })
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
 		if !r.rec.Resolved {
-			ans := Answer{Result: proto.ResultCanceled}
-			if r.Kind == KindToolCall {
-				ans = Answer{Content: "interrupted", IsError: true}
-			}
+			ans := answer(r.Kind)
 			unlock := b.requests.Lock(r.RequestID)
 			// Lost to an answer just recorded: the run is done with it all
 			// the same.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -56,8 +58,16 @@ func (e *InUseError) Error() string {
 // for the same event seqs.
 type DataDir struct {
 	path string
-	lock *os.File
 	pid  int
+
+	mu   sync.Mutex
+	lock *os.File
+	url  string
+	// closing is set by Close; gone once the dir is another server's (its
+	// server.json is then not ours to remove).
+	closing, gone bool
+	stop          chan struct{} // closed by Close to end Guard's watch
+	done          chan struct{} // closed when the watch ended; nil without one
 }
 
 // OpenDataDir creates the data dir if needed (mode 0700, tightening an
@@ -98,7 +108,7 @@ func OpenDataDir(path string) (*DataDir, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	d := &DataDir{path: abs, lock: f, pid: os.Getpid()}
+	d := &DataDir{path: abs, lock: f, pid: os.Getpid(), stop: make(chan struct{})}
 	if err := d.writeInfo(ServerInfo{PID: d.pid}); err != nil {
 		d.Close()
 		return nil, err
@@ -111,17 +121,141 @@ func (d *DataDir) Path() string { return d.path }
 
 // Publish records in server.json the URL the server listens on.
 func (d *DataDir) Publish(url string) error {
+	d.mu.Lock()
+	d.url = url
+	d.mu.Unlock()
+	return d.writeInfo(ServerInfo{URL: url, PID: d.pid})
+}
+
+// guardEvery is how often Guard looks at the data dir: a dir emptied under
+// the server is noticed within a second.
+const guardEvery = 250 * time.Millisecond
+
+// Guard watches the data dir until Close. When its lock file or server.json
+// is gone (the dir was emptied or removed under the running server, as a
+// test harness empties COPILOT_HOME between tests), it recreates the dir,
+// takes a new lock and writes server.json and keep's files (name → content)
+// back, so that other processes find this server and never start a second
+// one on the dir. If another process took the recreated dir first, lost is
+// called with why, and the watch ends: the server must stop. Guard is
+// called at most once.
+func (d *DataDir) Guard(keep map[string][]byte, logger *slog.Logger, lost func(error)) {
+	d.done = make(chan struct{})
+	go func() {
+		defer close(d.done)
+		t := time.NewTicker(guardEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.stop:
+				return
+			case <-t.C:
+			}
+			if d.intact() {
+				continue
+			}
+			if err := d.restore(keep); err != nil {
+				lost(err)
+				return
+			}
+			logger.Warn("the data dir was emptied or removed under the running server: its lock, server.json and token are back, so other processes find this server; "+
+				"the database removed with them stays open, so the server keeps its data while it runs, but it will not survive a restart",
+				"data_dir", d.path)
+		}
+	}()
+}
+
+// intact reports whether the lock file this process holds and server.json
+// are still in the data dir.
+func (d *DataDir) intact() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lock == nil {
+		return true // closing
+	}
+	held, err := d.lock.Stat()
+	if err != nil {
+		return false
+	}
+	there, err := os.Stat(filepath.Join(d.path, lockFile))
+	if err != nil || !os.SameFile(held, there) {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(d.path, infoFile))
+	return err == nil
+}
+
+// restore recreates what other processes need to find this server.
+func (d *DataDir) restore(keep map[string][]byte) error {
+	if err := privateDir(d.path); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(d.path, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("data dir %s: reopen lock: %w", d.path, err)
+	}
+	d.mu.Lock()
+	if d.lock == nil {
+		d.mu.Unlock()
+		f.Close()
+		return nil
+	}
+	if held, err := d.lock.Stat(); err == nil {
+		if fi, err := f.Stat(); err == nil && os.SameFile(held, fi) {
+			f.Close() // the lock is ours still: only server.json went
+			f = nil
+		}
+	}
+	if f != nil {
+		locked, err := tryLock(f)
+		if err != nil || !locked {
+			d.gone = true
+			d.mu.Unlock()
+			f.Close()
+			info, _ := readInfo(d.path)
+			if err == nil {
+				err = &InUseError{Dir: d.path, Info: info}
+			}
+			return fmt.Errorf("the data dir was emptied under this server, and another process took it (%w): this server stops, so that one server owns the data dir", err)
+		}
+		old := d.lock
+		d.lock = f
+		old.Close()
+	}
+	url := d.url
+	d.mu.Unlock()
+	for name, content := range keep {
+		p := filepath.Join(d.path, name)
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			if err := os.WriteFile(p, content, 0o600); err != nil {
+				return fmt.Errorf("data dir %s: restore %s: %w", d.path, name, err)
+			}
+		}
+	}
 	return d.writeInfo(ServerInfo{URL: url, PID: d.pid})
 }
 
 // Close removes server.json and releases the lock.
 func (d *DataDir) Close() error {
-	if d.lock == nil {
+	d.mu.Lock()
+	if d.lock == nil || d.closing {
+		d.mu.Unlock()
 		return nil
 	}
-	err := os.Remove(filepath.Join(d.path, infoFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
+	d.closing = true
+	close(d.stop)
+	d.mu.Unlock()
+	if d.done != nil {
+		<-d.done
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var err error
+	if !d.gone {
+		err = os.Remove(filepath.Join(d.path, infoFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
 	}
 	// Closing the file releases the lock (flock and LockFileEx alike).
 	err = errors.Join(err, d.lock.Close())

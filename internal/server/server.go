@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,8 @@ import (
 	"github.com/tandem-dev/tandem/internal/compute"
 	"github.com/tandem-dev/tandem/internal/config"
 	"github.com/tandem-dev/tandem/internal/coordinator"
+	"github.com/tandem-dev/tandem/internal/domain"
+	"github.com/tandem-dev/tandem/internal/guard"
 	"github.com/tandem-dev/tandem/internal/httpapi"
 	"github.com/tandem-dev/tandem/internal/hub"
 	"github.com/tandem-dev/tandem/internal/mcp"
@@ -147,8 +150,11 @@ type Server struct {
 	providers  *registry.Registry
 	api        *httpapi.API
 	auth       *auth.Service
-	http       *http.Server
-	dir        *DataDir
+	// services is the domain the API serves (the cluster's router on a
+	// node of one), for the transports of this process that need no HTTP.
+	services domain.Services
+	http     *http.Server
+	dir      *DataDir
 	// A cluster node's: nil on a single node.
 	node   *cluster.Node
 	bus    *natsbus.Bus
@@ -164,6 +170,9 @@ type Server struct {
 	trim *memtrim.Trimmer
 	// sandbox starts the agent's commands confined.
 	sandbox *sandbox.Launcher
+	// lost is why the server lost its data dir to another process, once
+	// it did (see DataDir.Guard); Serve returns it.
+	lost atomic.Pointer[error]
 }
 
 // New opens the database in cfg.DataDir and builds the server.
@@ -315,7 +324,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if app == nil {
 		app = web.Handler()
 	}
-	services := localDomain(s.workspaces, s.sessions, s.runs)
+	// Every call is held to its caller's role here, under the cluster's
+	// router, so that a command from another node is judged as a request
+	// to this one is.
+	services := guard.Wrap(localDomain(s.workspaces, s.sessions, s.runs), guard.Config{
+		DataDir: dir.Path(),
+		Roots:   configs.WorkspaceRoots,
+	})
 	if fences != nil {
 		// A node of a cluster: every call on a workspace goes to its
 		// owner, through the router.
@@ -334,6 +349,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		services = s.node.Domain()
 	}
 	s.auth = newAuth(cfg, db, dir)
+	s.services = services
 	s.api = httpapi.New(httpapi.Config{
 		Token:          cfg.Token,
 		Version:        Version,
@@ -346,6 +362,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		NodeID:         nodeID,
 		Sandbox:        s.SandboxStatus(),
 		Auth:           s.auth,
+		WorkspaceRoots: configs.WorkspaceRoots,
 		Logger:         cfg.Logger,
 	})
 	handler := s.api.Handler()
@@ -370,6 +387,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.stopSweeps, s.sweepsDone = make(chan struct{}), make(chan struct{})
 	go s.sweepIdle(cfg.IdleSweeps)
+	// What other processes read to find this server comes back if the data
+	// dir is emptied under it; the token file too, when it was there.
+	keep := map[string][]byte{}
+	if raw, err := os.ReadFile(filepath.Join(dir.Path(), tokenFileName)); err == nil {
+		keep[tokenFileName] = raw
+	}
+	dir.Guard(keep, cfg.Logger, func(err error) {
+		s.lost.Store(&err)
+		s.log.Error("stopping: the data dir is another server's now", "err", err)
+		_ = s.http.Close()
+	})
 	s.trim = memtrim.Start(memtrim.Config{Trimmed: func(allocated uint64, took time.Duration) {
 		s.log.Debug("gave memory back after a load", "allocated_mib", allocated>>20, "took", took)
 	}})
@@ -407,6 +435,12 @@ func (s *Server) SandboxStatus() proto.SandboxStatus {
 	return proto.SandboxStatus{Available: st.Available, Mechanism: st.Mechanism, Reason: st.Reason}
 }
 
+// Local is what a transport in this process needs to serve the server's
+// owner without HTTP (package localbridge): the domain the HTTP API serves,
+// and the audit log it writes. Such a transport checks no token: it must
+// only ever act for the person who started the process.
+func (s *Server) Local() (domain.Services, *auth.Service) { return s.services, s.auth }
+
 // Handler is the server's root HTTP handler (tests serve it with httptest).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
@@ -427,6 +461,9 @@ func (s *Server) Listen(addr string) (net.Listener, error) {
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	err := s.http.Serve(ln)
+	if lost := s.lost.Load(); lost != nil {
+		return *lost
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -15,7 +15,7 @@ import (
 // writing one (mode 0600) when there is none. Reusing it across restarts lets
 // local clients keep reading the same file.
 func LoadOrCreateToken(dataDir string) (token, path string, err error) {
-	path = filepath.Join(dataDir, "token")
+	path = filepath.Join(dataDir, tokenFileName)
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
@@ -41,3 +41,6 @@ func LoadOrCreateToken(dataDir string) (token, path string, err error) {
 	}
 	return token, path, nil
 }
+
+// tokenFileName is the owner token's file in the data dir.
+const tokenFileName = "token"

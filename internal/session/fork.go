@@ -118,6 +118,11 @@ func (s *Service) Import(ctx context.Context, wsID string, doc proto.Export) (pr
 	if doc.Format != proto.ExportFormat {
 		return proto.Session{}, apierr.Invalid("format must be %q, got %q", proto.ExportFormat, doc.Format)
 	}
+	if doc.Messages == nil {
+		// An export always has its list, [] for an empty session: a
+		// document without one is not an export.
+		return proto.Session{}, apierr.Invalid("messages is required (an export of an empty session has [])")
+	}
 	st := doc.Settings
 	req := proto.CreateSessionRequest{
 		Title: doc.Session.Title, Model: st.Model, ReasoningEffort: st.ReasoningEffort,
@@ -215,6 +220,7 @@ func (s *Service) createCopy(ctx context.Context, ws *workspace.Workspace, rec s
 		newIDs[i] = uuid.Must(uuid.NewV7()).String()
 		ids[m.ID] = newIDs[i]
 	}
+	copies := make([]proto.Message, len(msgs))
 	for i, m := range msgs {
 		cp := m
 		cp.ID, cp.SessionID, cp.Rewound = newIDs[i], rec.ID, false
@@ -227,12 +233,13 @@ func (s *Service) createCopy(ctx context.Context, ws *workspace.Workspace, rec s
 				cp.Parts[i].ThroughMessageID = ids[p.ThroughMessageID]
 			}
 		}
-		if err := s.cfg.Store.PutMessage(ctx, cp); err != nil {
-			if derr := s.cfg.Store.DeleteSession(context.WithoutCancel(ctx), ws.ID, rec.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
-				s.log.Error("undo session copy", "session_id", rec.ID, "err", derr)
-			}
-			return proto.Session{}, fmt.Errorf("copy message into session %s: %w", rec.ID, err)
+		copies[i] = cp
+	}
+	if err := s.putMessages(ctx, copies); err != nil {
+		if derr := s.cfg.Store.DeleteSession(context.WithoutCancel(ctx), ws.ID, rec.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			s.log.Error("undo session copy", "session_id", rec.ID, "err", derr)
 		}
+		return proto.Session{}, fmt.Errorf("copy messages into session %s: %w", rec.ID, err)
 	}
 	if rec, err = s.cfg.Store.GetSession(ctx, ws.ID, rec.ID); err != nil {
 		return proto.Session{}, fmt.Errorf("read session %s: %w", rec.ID, err)
@@ -247,6 +254,20 @@ func (s *Service) createCopy(ctx context.Context, ws *workspace.Workspace, rec s
 		return proto.Session{}, err
 	}
 	return sess, nil
+}
+
+// putMessages writes a copy's messages, in few commits where the store
+// can (store.MessageWriter).
+func (s *Service) putMessages(ctx context.Context, msgs []proto.Message) error {
+	if mw, ok := s.cfg.Store.(store.MessageWriter); ok {
+		return mw.PutMessages(ctx, msgs)
+	}
+	for _, m := range msgs {
+		if err := s.cfg.Store.PutMessage(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AllMessages is Messages with the messages rewinds took out of the

@@ -235,6 +235,16 @@ type PendingWork interface {
 	SessionApprovals(ctx context.Context, sessionID string) ([]string, error)
 }
 
+// MessageWriter is a store's role for writing many messages at once (a
+// fork's or an import's copy): a few large commits instead of one per
+// message, which for a long session took seconds and grew SQLite's WAL by
+// gigabytes. A store without it gets PutMessage for each.
+type MessageWriter interface {
+	// PutMessages puts the messages, in order, as PutMessage does each. A
+	// failure may leave some of them written.
+	PutMessages(ctx context.Context, msgs []proto.Message) error
+}
+
 // MessagesToWrite says, for each event of one all-or-none flush, the
 // message to write with it: a flush often carries a message twice (opened,
 // then finished), and only its last version can ever be read, so it is

@@ -119,7 +119,10 @@ func (m Model) event(ev proto.Event) (tea.Model, tea.Cmd) {
 		m.dropQueued(d.RunID)
 		switch d.Outcome {
 		case proto.OutcomeCanceled:
-			m.tr.notice(entryNotice, "run canceled")
+			// A message cut by the cancel says "· canceled" already.
+			if !m.tr.shows(d.RunID, proto.FinishCanceled) {
+				m.tr.notice(entryNotice, "run canceled")
+			}
 		case proto.OutcomeError:
 			msg := "the run failed"
 			if d.Error != nil {

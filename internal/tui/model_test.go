@@ -541,3 +541,16 @@ func TestEventsWhileLoadingAreBoundedAndTheHistoryReloaded(t *testing.T) {
 	assert.False(t, d.m.loading)
 	assert.Contains(t, d.screen(), "and add a test please", "the history reloaded is shown")
 }
+
+// A run canceled while its answer streamed says so once: the message's
+// "· canceled", not also "run canceled" under it.
+func TestCanceledRunIsSaidOnce(t *testing.T) {
+	d := loaded(t, 80, 24)
+	d.event(proto.EventRunAccepted, sid, "r7", proto.RunAccepted{RunID: "r7", State: proto.RunRunning, ClientID: me})
+	d.event(proto.EventRunStarted, sid, "r7", map[string]any{})
+	d.event(proto.EventMessageCreated, sid, "r7", proto.Message{ID: "m7", SessionID: sid, RunID: "r7", Role: proto.RoleAssistant,
+		Parts: []proto.Part{{Type: proto.PartText, Text: "half an answer"}, {Type: proto.PartFinish, Reason: proto.FinishCanceled}}})
+	d.event(proto.EventRunCompleted, sid, "r7", proto.RunCompleted{RunID: "r7", Outcome: proto.OutcomeCanceled})
+	scr := d.screen()
+	assert.Equal(t, 1, strings.Count(scr, "canceled"), "said once:\n%s", scr)
+}

@@ -113,6 +113,23 @@ func (t *transcript) notice(kind entryKind, text string) {
 	t.add(&entry{kind: kind, text: text})
 }
 
+// shows reports whether a message of the run already ends with a finish
+// part of that reason, so the run's end need not be said twice.
+func (t *transcript) shows(runID, reason string) bool {
+	for i := len(t.entries) - 1; i >= 0; i-- {
+		e := t.entries[i]
+		if e.kind != entryMessage || e.msg.RunID != runID || runID == "" {
+			continue
+		}
+		for _, p := range e.msg.Parts {
+			if p.Type == proto.PartFinish && p.Reason == reason {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // upsert adds or replaces a message.
 func (t *transcript) upsert(m proto.Message, author string) {
 	e, ok := t.byID[m.ID]

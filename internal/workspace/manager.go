@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -166,13 +167,25 @@ func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
 		m.mu.Lock()
 		ws := m.loaded[rec.ID]
 		m.mu.Unlock()
+		info := proto.Workspace{ID: rec.ID, Path: rec.Path, CreatedAt: proto.Time{Time: rec.CreatedAt}, Attached: []proto.AttachedClient{}}
 		if ws != nil {
-			out = append(out, ws.Info())
-			continue
+			info = ws.Info()
 		}
-		out = append(out, proto.Workspace{ID: rec.ID, Path: rec.Path, CreatedAt: proto.Time{Time: rec.CreatedAt}, Attached: []proto.AttachedClient{}})
+		info.Missing = dirMissing(rec.Path)
+		out = append(out, info)
 	}
 	return out, nil
+}
+
+// dirMissing reports whether path is gone (or is no longer a directory), so
+// that a list can tell a workspace deleted behind the server's back from a
+// closed one. Other errors (permissions) say nothing.
+func dirMissing(path string) bool {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	return err == nil && !fi.IsDir()
 }
 
 // Loaded returns the workspaces loaded in memory.

@@ -91,3 +91,25 @@ test('pages carry a strict CSP; assets are immutable', async ({ env, page }) => 
   await expect(page.getByLabel('Workspace path')).toBeVisible();
   expect(problems).toEqual([]);
 });
+
+test('a one-time sign-in code from tandem web signs the page in, once, and leaves the URL', async ({ env, page }) => {
+  const issue = async () => {
+    const r = await page.request.post(`${env.tandem.url}/v1/signin-codes`, { headers: { Authorization: `Bearer ${TOKEN}` }, data: {} });
+    expect(r.status()).toBe(201);
+    return ((await r.json()) as { code: string }).code;
+  };
+  const code = await issue();
+  await page.goto(`${env.tandem.url}/#code=${code}`);
+  await expect(page.getByLabel('Workspace path')).toBeVisible();
+  expect(page.url()).not.toContain(code);
+  expect(await page.evaluate(() => sessionStorage.getItem('tandem.token'))).toBe(TOKEN);
+
+  // The same link in a fresh tab does not sign in again: the code worked once.
+  const fresh = await page.context().browser()!.newContext();
+  const p2 = await fresh.newPage();
+  await p2.goto(`${env.tandem.url}/#code=${code}`);
+  await expect(p2.getByText('already used or has expired')).toBeVisible();
+  await expect(p2.getByText('This server needs its token')).toBeVisible();
+  expect(p2.url()).not.toContain(code);
+  await fresh.close();
+});

@@ -311,6 +311,30 @@ func (v *view) PutMessage(ctx context.Context, m proto.Message) error {
 	return nil
 }
 
+// putMessagesChunk is how many messages PutMessages writes per commit.
+const putMessagesChunk = 1000
+
+// PutMessages implements store.MessageWriter: each chunk is one unit of
+// the group commit, so one transaction.
+func (v *view) PutMessages(ctx context.Context, msgs []proto.Message) error {
+	for len(msgs) > 0 {
+		chunk := msgs[:min(len(msgs), putMessagesChunk)]
+		msgs = msgs[len(chunk):]
+		stmts := make([]stmt, len(chunk))
+		for i, m := range chunk {
+			data, err := json.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("put message %s: %w", m.ID, err)
+			}
+			stmts[i] = putMessageStmt(m.ID, m.SessionID, data)
+		}
+		if _, err := v.write(ctx, stmts...); err != nil {
+			return fmt.Errorf("put messages of session %s: %w", chunk[0].SessionID, err)
+		}
+	}
+	return nil
+}
+
 func putMessageStmt(id, sessionID string, data []byte) stmt {
 	return stmt{sql: `INSERT INTO messages (id, session_id, data) VALUES ($1, $2, $3)
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data`,

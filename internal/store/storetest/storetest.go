@@ -90,6 +90,7 @@ var tests = []struct {
 	{"SessionApprovals", testSessionApprovals},
 	{"DeleteSessionCascade", testDeleteSessionCascade},
 	{"Rewinds", testRewinds},
+	{"PutMessages", testPutMessages},
 	{"ReopenPersists", testReopenPersists},
 	{"CanceledContext", testCanceledContext},
 	{"CanceledWritesAreAllOrNothing", testCanceledWritesAreAllOrNothing},

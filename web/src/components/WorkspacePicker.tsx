@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import type { AppState } from '../lib/controller';
+import type { Me } from '../lib/types';
 import { useController } from './context';
 
 export function WorkspacePicker({ state }: { state: AppState }) {
@@ -26,6 +27,7 @@ export function WorkspacePicker({ state }: { state: AppState }) {
             </>
           )}
         </p>
+        {state.me && <WhereToOpen me={state.me} />}
         <form
           class="row"
           onSubmit={(e) => {
@@ -62,5 +64,36 @@ export function WorkspacePicker({ state }: { state: AppState }) {
         </ul>
       </div>
     </main>
+  );
+}
+
+/** Where this person may open a workspace (contract section 9): the server refuses the rest, and says why. */
+function WhereToOpen({ me }: { me: Me }) {
+  const roots = me.workspace_roots ?? [];
+  let text;
+  if (me.role === 'owner') {
+    text = <>As an owner you may open any directory but the server's data dir.</>;
+  } else if (me.role === 'viewer') {
+    text = <>As a viewer you may watch the workspaces below, not open new ones.</>;
+  } else if (roots.length === 0) {
+    text = <>This server gives members no workspace roots: work in the workspaces an owner opened (below).</>;
+  } else {
+    text = (
+      <>
+        You may open workspaces inside{' '}
+        {roots.map((r, i) => (
+          <span key={r}>
+            {i > 0 && ', '}
+            <code>{r}</code>
+          </span>
+        ))}
+        , or one listed below.
+      </>
+    );
+  }
+  return (
+    <p class="muted small" data-testid="where-to-open">
+      {text}
+    </p>
   );
 }

@@ -59,3 +59,22 @@ test('the workspace picker says who is signed in, and changing the token goes ba
   expect(c.state.auth).toBe('needed');
   render(null, root);
 });
+
+test('the workspace picker tells each role where it may open a workspace', () => {
+  const c = new Controller({ api: new Api('tok'), clientId: 'me', schedule: (f) => f(), route: { get: () => '', set: () => {} } });
+  const root = document.createElement('div');
+  const where = (me: AppState['me']) => {
+    render(
+      <Ctl.Provider value={c}>
+        <WorkspacePicker state={appState({ me })} />
+      </Ctl.Provider>,
+      root,
+    );
+    return root.querySelector('[data-testid="where-to-open"]')?.textContent;
+  };
+  expect(where({ token_id: 't', name: 'm', role: 'member', workspace_roots: ['/srv/a', '/srv/b'] })).toBe('You may open workspaces inside /srv/a, /srv/b, or one listed below.');
+  expect(where({ token_id: 't', name: 'm', role: 'member', workspace_roots: [] })).toContain('no workspace roots');
+  expect(where({ token_id: 't', name: 'o', role: 'owner', workspace_roots: [] })).toContain('any directory but the server');
+  expect(where({ token_id: 't', name: 'v', role: 'viewer' })).toContain('not open new ones');
+  render(null, root);
+});

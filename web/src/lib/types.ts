@@ -29,6 +29,8 @@ export interface Me {
   token_id: string;
   name: string;
   role: 'viewer' | 'member' | 'owner';
+  /** where members may open workspaces (servers of contract v1.3); owners open anywhere but the data dir. */
+  workspace_roots?: string[];
 }
 
 /** The person whose request caused an event. */

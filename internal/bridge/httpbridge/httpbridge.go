@@ -1,48 +1,77 @@
-// Package httpbackend implements the Copilot bridge's Backend over Tandem's
-// HTTP API and event stream, with the Go client: the bridge then runs beside
-// any Tandem server, in-process or not, and its sessions are live both ways
-// with every other client of that server.
-package httpbackend
+// Package httpbridge implements bridge.Backend over Tandem's HTTP API and
+// event stream, with the Go client: a protocol bridge then runs beside any
+// Tandem server, and its sessions are live both ways with every other
+// client of that server. The server enforces the token's role and keeps
+// the audit log, as for any client.
+package httpbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tandem-dev/tandem/client"
-	"github.com/tandem-dev/tandem/internal/copilot"
+	"github.com/tandem-dev/tandem/internal/bridge"
 	"github.com/tandem-dev/tandem/proto"
 )
 
 // historyPage is how many events one history request asks for.
 const historyPage = 1000
 
-// Backend is a copilot.Backend for one client of the protocol.
+// Backend is a bridge.Backend for one client of a protocol.
 type Backend struct {
 	c *client.Client
 }
 
 // Connect returns a function that makes a Backend per connection, each a
 // client of the server at baseURL with the connection's client id.
-func Connect(baseURL, token string) func(clientID string) (copilot.Backend, error) {
-	return func(clientID string) (copilot.Backend, error) {
+func Connect(baseURL, token string) bridge.Connect {
+	return func(clientID string) (bridge.Backend, error) {
 		return &Backend{c: client.New(baseURL, token, client.WithClientID(clientID))}, nil
 	}
 }
 
-// wrap makes the server's "not found" answers copilot.ErrNotFound.
-func wrap(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, code := range []string{proto.CodeNotFound, proto.CodeSessionNotFound, proto.CodeWorkspaceNotFound, proto.CodeRequestNotFound} {
-		if client.IsCode(err, code) {
-			return fmt.Errorf("%w: %w", copilot.ErrNotFound, err)
+// Authenticate returns a copilot.Config Authenticate that accepts a Tandem
+// token of the server at baseURL: the connection then acts as that token's
+// person, with its role, rate and audit, since every call it makes is a
+// request of the HTTP API with that token. A token the server refuses is
+// an error (the server audits the refusal).
+func Authenticate(baseURL string) func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+	return func(ctx context.Context, clientID, token string) (bridge.Backend, error) {
+		c := client.New(baseURL, token, client.WithClientID(clientID))
+		ctx, cancel := context.WithTimeout(ctx, authWait)
+		defer cancel()
+		if _, err := c.Me(ctx); err != nil {
+			if client.IsCode(err, proto.CodeUnauthorized) {
+				return nil, errors.New("not a Tandem token of this server")
+			}
+			return nil, fmt.Errorf("check the token: %w", err)
 		}
+		return &Backend{c: c}, nil
 	}
-	if client.IsCode(err, proto.CodeToolConflict) {
-		return fmt.Errorf("%w: %w", copilot.ErrToolConflict, err)
+}
+
+// authWait bounds the check of a connection's token.
+const authWait = 10 * time.Second
+
+// wrap gives the server's error answers the contract's terms (bridge.Error).
+func wrap(err error) error {
+	var e *client.APIError
+	if errors.As(err, &e) {
+		return bridge.Wrap(err, e.Code, e.Message)
 	}
 	return err
+}
+
+func (b *Backend) Me(ctx context.Context) (proto.Me, error) {
+	me, err := b.c.Me(ctx)
+	return me, wrap(err)
+}
+
+func (b *Backend) UpdateSession(ctx context.Context, wsID, sessionID string, req proto.UpdateSessionRequest) (proto.Session, error) {
+	s, err := b.c.UpdateSession(ctx, wsID, sessionID, req)
+	return s, wrap(err)
 }
 
 func (b *Backend) OpenWorkspace(ctx context.Context, path string) (proto.Workspace, error) {
@@ -104,7 +133,7 @@ func (b *Backend) History(ctx context.Context, wsID, sessionID string, after int
 	}
 }
 
-func (b *Backend) Subscribe(ctx context.Context, wsID, sessionID string, after int64) (copilot.Stream, error) {
+func (b *Backend) Subscribe(ctx context.Context, wsID, sessionID string, after int64) (bridge.Stream, error) {
 	st, err := b.c.Events(ctx, wsID, client.EventsOptions{SessionID: sessionID, LastEventID: after})
 	if err != nil {
 		return nil, wrap(err)

@@ -1,4 +1,4 @@
-package httpbackend
+package copilot_test
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tandem-dev/tandem/client"
+	"github.com/tandem-dev/tandem/internal/bridge/httpbridge"
 	"github.com/tandem-dev/tandem/internal/copilot"
 	"github.com/tandem-dev/tandem/internal/server"
 	"github.com/tandem-dev/tandem/proto"
@@ -82,7 +83,7 @@ func BenchmarkSendToIdleHTTP(b *testing.B) {
 // the bridge's cost per event.
 func BenchmarkSendToIdleSDK(b *testing.B) {
 	url := benchServer(b)
-	srv := copilot.NewServer(copilot.Config{Connect: Connect(url, benchToken), Cwd: b.TempDir()})
+	srv := copilot.NewServer(copilot.Config{Connect: httpbridge.Connect(url, benchToken), Cwd: b.TempDir()})
 	a, z := net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
