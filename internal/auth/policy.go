@@ -86,6 +86,7 @@ const (
 	AllowAll       Action = "session.allow_all"
 	MCPServers     Action = "session.mcp_servers"
 	AllowAllTools  Action = "session.allow_all_tools"
+	SandboxWiden   Action = "session.sandbox_widen"
 	Denied         Action = "auth.denied" // the audit entry of a 401 or 403
 	unknownActionS        = "an action this server does not know"
 )
@@ -122,6 +123,7 @@ var policy = map[Action]struct {
 	AllowAll:         {Owner, `set permission_mode "allow_all"`, false},
 	MCPServers:       {Owner, "give sessions MCP servers", false},
 	AllowAllTools:    {Owner, `change the tools of an "allow_all" session`, false},
+	SandboxWiden:     {Owner, "widen what the agent's commands may touch (sandbox, sandbox_network, sandbox_read, sandbox_write)", false},
 }
 
 // MinRole returns the role an action needs; an action the table does not

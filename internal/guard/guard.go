@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/auth"
 	"github.com/tandem-dev/tandem/internal/domain"
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -31,6 +32,10 @@ type Config struct {
 	// Roots returns the directories members may open workspaces in (the
 	// server configuration's workspace_roots); nil: none.
 	Roots func() []string
+	// SandboxBase returns the sandbox a new session of the workspace gets
+	// (its configuration's), which a create's sandbox fields are judged
+	// against; nil: the defaults.
+	SandboxBase func(ctx context.Context, workspaceID string) sandbox.Settings
 }
 
 // Wrap returns d with every call checked against its caller's role.
@@ -129,6 +134,37 @@ func UpdateWidening(req proto.UpdateSessionRequest, allowAll func() bool) []auth
 		out = append(out, auth.AllowAllTools)
 	}
 	return out
+}
+
+// SandboxWidening names the action of sandbox fields that widen old, the
+// sandbox a session runs under (a new one: its configuration's): a wider
+// mode, the network, a path to read or write that old does not cover
+// (sandbox.Settings.Widens).
+func SandboxWidening(old sandbox.Settings, o proto.SandboxOptions) []auth.Action {
+	p := sandbox.Patch{Mode: o.Sandbox, Network: o.SandboxNetwork, Read: o.SandboxRead, Write: o.SandboxWrite}
+	if p.Empty() || !p.Apply(old).Widens(old) {
+		return nil
+	}
+	return []auth.Action{auth.SandboxWiden}
+}
+
+// sandboxOf is the sandbox a session shows it runs under; a session that
+// cannot be read has the narrowest, so that an error cannot lift the
+// check (the call itself then answers the error).
+func (g *guard) sandboxOf(ctx context.Context, wid, sid string) sandbox.Settings {
+	s, err := g.sessions.Get(ctx, wid, sid)
+	if err != nil {
+		return sandbox.Settings{Mode: sandbox.ModeReadOnly}
+	}
+	return sandbox.Settings{Mode: s.Sandbox, Network: s.SandboxNetwork, Read: s.SandboxRead, Write: s.SandboxWrite}
+}
+
+// sandboxBase is the sandbox a new session of the workspace gets.
+func (g *guard) sandboxBase(ctx context.Context, wid string) sandbox.Settings {
+	if g.cfg.SandboxBase == nil {
+		return sandbox.Settings{}
+	}
+	return g.cfg.SandboxBase(ctx, wid)
 }
 
 // ResumeWidening names what a resume asks beyond resuming.

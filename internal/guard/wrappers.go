@@ -52,7 +52,11 @@ type sessions struct {
 }
 
 func (s sessions) Create(ctx context.Context, wid string, req proto.CreateSessionRequest) (proto.Session, error) {
-	if err := check(ctx, append([]auth.Action{auth.SessionCreate}, CreateWidening(req)...)...); err != nil {
+	acts := append([]auth.Action{auth.SessionCreate}, CreateWidening(req)...)
+	if role(ctx) < auth.Owner {
+		acts = append(acts, SandboxWidening(s.g.sandboxBase(ctx, wid), req.SandboxOptions)...)
+	}
+	if err := check(ctx, acts...); err != nil {
 		return proto.Session{}, err
 	}
 	return s.d.Create(ctx, wid, req)
@@ -116,6 +120,9 @@ func (s sessions) SetModel(ctx context.Context, wid, sid string, req proto.SetMo
 
 func (s sessions) Update(ctx context.Context, wid, sid string, req proto.UpdateSessionRequest) (proto.Session, error) {
 	wide := UpdateWidening(req, func() bool { return s.g.allowAll(ctx, wid, sid) })
+	if role(ctx) < auth.Owner {
+		wide = append(wide, SandboxWidening(s.g.sandboxOf(ctx, wid, sid), req.SandboxOptions)...)
+	}
 	if err := check(ctx, append([]auth.Action{auth.SessionUpdate}, wide...)...); err != nil {
 		return proto.Session{}, err
 	}

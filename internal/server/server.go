@@ -330,6 +330,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	services := guard.Wrap(localDomain(s.workspaces, s.sessions, s.runs), guard.Config{
 		DataDir: dir.Path(),
 		Roots:   configs.WorkspaceRoots,
+		SandboxBase: func(ctx context.Context, wid string) sandbox.Settings {
+			ws, err := s.workspaces.Get(ctx, wid)
+			if err != nil {
+				return sandbox.Settings{}
+			}
+			cfg, err := configs.Workspace(ws.Path)
+			if err != nil {
+				return sandbox.Settings{}
+			}
+			return cfg.Sandbox
+		},
 	})
 	if fences != nil {
 		// A node of a cluster: every call on a workspace goes to its
