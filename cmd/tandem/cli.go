@@ -297,6 +297,7 @@ func (o clientOptions) startInProcess(ctx context.Context, env *cliEnv) (*backen
 		Heartbeat:      so.heartbeat,
 		AllowedOrigins: so.allowedOrigins,
 		Logger:         slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level})),
+		SandboxHelper:  sandboxHelper(env.stderr),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("in-process server: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/internal/sandbox"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
 )
@@ -27,6 +28,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.HelperCommand {
+		// The servers these tests run in this process start their
+		// commands' sandbox helper from this binary, as tandem's main does.
+		os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+	}
 	dir, err := os.MkdirTemp("", "tandem-bin")
 	if err != nil {
 		panic(err)
