@@ -525,7 +525,7 @@ func TestRewindLeavesWhatTheCheckpointNeverRecorded(t *testing.T) {
 		".gitignore": ".env\nnode_modules/\n", ".env": "TOKEN=secret\n",
 		"node_modules": "DIR", "node_modules/lib": "DIR", "node_modules/lib/index.js": "module.exports = 1\n",
 		".tandem": "DIR", // made (empty) by the sandbox before the first command
-		"src": "DIR", "src/app.js": "app\n",
+		"src":     "DIR", "src/app.js": "app\n",
 	}, readTree(t, e.workDir))
 }
 
