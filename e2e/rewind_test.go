@@ -524,8 +524,7 @@ func TestRewindLeavesWhatTheCheckpointNeverRecorded(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		".gitignore": ".env\nnode_modules/\n", ".env": "TOKEN=secret\n",
 		"node_modules": "DIR", "node_modules/lib": "DIR", "node_modules/lib/index.js": "module.exports = 1\n",
-		".tandem": "DIR", // made (empty) by the sandbox before the first command
-		"src":     "DIR", "src/app.js": "app\n",
+		"src": "DIR", "src/app.js": "app\n", ".tandem": "DIR", // .tandem: made (empty) by the sandbox
 	}, readTree(t, e.workDir))
 }
 
