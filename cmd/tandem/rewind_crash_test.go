@@ -30,8 +30,10 @@ func TestRewindAfterACrashKeepsAHandEdit(t *testing.T) {
 	var ws proto.Workspace
 	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces", map[string]string{"path": dir}, &ws))
 	var sess proto.Session
-	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{"permission_mode": "allow_all"}, &sess))
+	require.Equal(t, http.StatusCreated, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/sessions", map[string]any{"permission_mode": "allow_all", "sandbox": "off"}, &sess))
 	var acc proto.PromptAccepted
+	// Unconfined (the owner's "off"): the command signals through a fifo
+	// outside the workspace, which the sandbox would refuse.
 	command := fmt.Sprintf("echo A > a.txt; echo up > %s; sleep 30", fifo)
 	require.Equal(t, http.StatusAccepted, crashCall(t, p.url, "POST", "/v1/workspaces/"+ws.ID+"/agent",
 		proto.PromptRequest{SessionID: sess.ID, Prompt: `/tool bash {"command": "` + command + `"}`}, &acc))
