@@ -32,7 +32,7 @@ func TestServeStopsOnABadConfigFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bad := writeFile(t, filepath.Join(dir, "bad.json"), "{\n  \"mcp_servers\": {\"git\": {\"type\": \"stdio\", \"comand\": \"git-mcp\"}}\n}")
-	want := bad + `:2:44: mcp_servers.git.comand: unknown key (did you mean command?); want type, command, args, env, url, headers or tools`
+	want := bad + `:2:44: mcp_servers.git.comand: unknown key (did you mean command?); want type, command, args, env, url, headers, tools or sandbox`
 
 	out, code := runBinary(t, []string{"TANDEM_TOKEN=t"}, "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--config", bad)
 	assert.Equal(t, 1, code, out)
