@@ -282,7 +282,8 @@ func (v *view) DeleteSession(ctx context.Context, workspaceID, id string) error 
 		p AS (DELETE FROM pending WHERE session_id IN (SELECT id FROM target)),
 		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM target)),
 		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM target)),
-		k AS (DELETE FROM checkpoints WHERE session_id IN (SELECT id FROM target))
+		k AS (DELETE FROM checkpoints WHERE session_id IN (SELECT id FROM target)),
+		i AS (DELETE FROM prompt_keys WHERE session_id IN (SELECT id FROM target))
 		DELETE FROM sessions WHERE id IN (SELECT id FROM target)`,
 		args: []any{workspaceID, id}})
 	if err == nil && affected == 0 {
@@ -385,6 +386,14 @@ func (v *view) AppendEvents(ctx context.Context, es []store.Event) error {
 		if e.Type == proto.EventRunCompleted && e.RunID != "" {
 			stmts = append(stmts, stmt{sql: `DELETE FROM run_attachments WHERE run_id = $1`, args: []any{e.RunID}})
 		}
+		if k := e.PromptKey; k != nil {
+			stmts = append(stmts,
+				stmt{sql: `DELETE FROM prompt_keys WHERE session_id = $1 AND accepted_at < $2`,
+					args: []any{e.SessionID, k.At.Add(-store.PromptKeyTTL).UnixMilli()}},
+				stmt{sql: `INSERT INTO prompt_keys (session_id, idem_key, run_id, accepted_at) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (session_id, idem_key) DO UPDATE SET run_id = excluded.run_id, accepted_at = excluded.accepted_at`,
+					args: []any{e.SessionID, k.Key, e.RunID, k.At.UnixMilli()}})
+		}
 		stmts = append(stmts, stmt{sql: `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			args: []any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, nonNil(e.Envelope)}})
 	}
@@ -442,6 +451,20 @@ func (v *view) RunAttachments(ctx context.Context, runID string) ([]store.Attach
 		return nil, fmt.Errorf("attachments of run %s: %w", runID, err)
 	}
 	return out, nil
+}
+
+// PromptByKey implements store.Store.
+func (v *view) PromptByKey(ctx context.Context, sessionID, key string, since time.Time) (string, error) {
+	var runID string
+	err := v.db.pool.QueryRow(ctx, `SELECT run_id FROM prompt_keys WHERE session_id = $1 AND idem_key = $2 AND accepted_at >= $3`,
+		sessionID, key, since.UnixMilli()).Scan(&runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("prompt of key in session %s: %w", sessionID, classify(err))
+	}
+	return runID, nil
 }
 
 // MaxSeq implements store.Store.
