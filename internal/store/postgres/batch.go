@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +50,24 @@ type unit struct {
 	fence *Lease
 	stmts []stmt
 	done  chan result
+	// deadline is when its caller stops waiting for it to be sent: past
+	// it a unit still queued is withdrawn (see submitWait).
+	deadline time.Time
+	// state is unitQueued until the batcher takes it (unitTaken) or its
+	// caller withdraws it (unitWithdrawn), whichever comes first.
+	state atomic.Int32
 }
+
+// The states of a unit.
+const (
+	unitQueued = iota
+	unitTaken
+	unitWithdrawn
+)
+
+// minSend is the least time a batch is given once sent, however close
+// its units are to their deadlines.
+const minSend = time.Second
 
 // batcher commits the small writes in groups: whatever is queued when it
 // gets to it goes out as one pipelined batch, which PostgreSQL runs as one
@@ -68,16 +86,40 @@ func newBatcher(pool *pgxpool.Pool, timeout time.Duration) *batcher {
 }
 
 // submitWait queues the statements as one unit and waits for its commit.
+// A write waits the write timeout at most, queued and sent together:
+// when the database hangs, a request's write fails as unavailable within
+// seconds instead of queueing behind a batch that waits for an answer.
 func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (pgconn.CommandTag, error) {
-	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1)}
-	if err := b.queue.Submit(ctx, u); err != nil {
-		return pgconn.CommandTag{}, err
+	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1), deadline: time.Now().Add(b.timeout)}
+	wctx, cancel := context.WithDeadline(ctx, u.deadline)
+	defer cancel()
+	if err := b.queue.Submit(wctx, u); err != nil {
+		return pgconn.CommandTag{}, queueError(ctx, err)
 	}
-	// Once queued the unit is the batcher's: waiting for its outcome, even
-	// past ctx, keeps the caller from reporting a failure for a write that
-	// then commits.
+	select {
+	case r := <-u.done:
+		return r.tag, r.err
+	case <-wctx.Done():
+	}
+	if u.state.CompareAndSwap(unitQueued, unitWithdrawn) {
+		// Never sent: nothing of it is written.
+		return pgconn.CommandTag{}, queueError(ctx, wctx.Err())
+	}
+	// Under way, the unit is the batcher's: waiting for its outcome (the
+	// send is bounded too) keeps the caller from reporting a failure for
+	// a write that then commits.
 	r := <-u.done
 	return r.tag, r.err
+}
+
+// queueError is err, a unit's wait for its turn cut short: its caller's
+// own end, or the write timeout's, which says the database is not
+// keeping up (unavailable).
+func queueError(ctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errWriteTimeout, err)
+	}
+	return err
 }
 
 // commit sends the batch as one transaction. A unit whose statement fails
@@ -87,6 +129,9 @@ func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (
 func (b *batcher) commit(batch []*unit) {
 	live := make([]*unit, 0, len(batch))
 	for _, u := range batch {
+		if !u.state.CompareAndSwap(unitQueued, unitTaken) {
+			continue // withdrawn by its caller: nobody waits for it
+		}
 		if err := u.ctx.Err(); err != nil {
 			u.done <- result{err: err}
 			continue
@@ -144,7 +189,14 @@ func (b *batcher) send(units []*unit) (tags []pgconn.CommandTag, failed int, err
 			owner = append(owner, i)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	// The batch's time is its most pressed unit's, never less than
+	// minSend: a unit that waited its turn long does not wait the whole
+	// timeout again once sent.
+	timeout := b.timeout
+	for _, u := range units {
+		timeout = min(timeout, max(time.Until(u.deadline), minSend))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	tags = make([]pgconn.CommandTag, len(units))
 	failed = -1

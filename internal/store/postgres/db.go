@@ -80,7 +80,10 @@ var migrationsFS embed.FS
 // DefaultWriteTimeout bounds each write once it is sent: a database that
 // stops answering (a partition with no reset) fails writes with
 // store.ErrUnavailable instead of holding them forever.
-const DefaultWriteTimeout = 30 * time.Second
+const DefaultWriteTimeout = 5 * time.Second
+
+// DefaultReadTimeout bounds each read (see read.go).
+const DefaultReadTimeout = 5 * time.Second
 
 // migrationLock is the advisory lock key that serializes migrations of
 // nodes starting together ("tandem" in ASCII).
@@ -88,8 +91,11 @@ const migrationLock = 0x74616e64656d
 
 // Options tune Open. The zero value is the defaults.
 type Options struct {
-	// WriteTimeout bounds a write once sent (DefaultWriteTimeout when 0).
+	// WriteTimeout bounds a write, queued then sent
+	// (DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
+	// ReadTimeout bounds a read (DefaultReadTimeout when 0).
+	ReadTimeout time.Duration
 }
 
 // DB is a Tandem store in a PostgreSQL database. It is safe for
@@ -99,6 +105,7 @@ type DB struct {
 	pool         *pgxpool.Pool
 	batch        *batcher
 	writeTimeout time.Duration
+	readTimeout  time.Duration
 }
 
 var (
@@ -128,7 +135,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout, readTimeout: opts.ReadTimeout}
 	db.batch = newBatcher(pool, opts.WriteTimeout)
 	db.view = view{db: db}
 	return db, nil

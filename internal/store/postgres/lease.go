@@ -162,7 +162,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l Lease) error {
 
 // GetLease implements Leaser.
 func (db *DB) GetLease(ctx context.Context, workspaceID string) (Lease, error) {
-	l, err := scanLease(db.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM workspace_leases WHERE workspace_id = $1`, workspaceID))
+	l, err := scanLease(db.queryRow(ctx, `SELECT `+leaseCols+` FROM workspace_leases WHERE workspace_id = $1`, workspaceID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -189,7 +189,7 @@ func (f *fenced) Close() error { return nil }
 // released ones included: what a node watching for workspaces to take
 // over reads, in one query however many workspaces there are.
 func (db *DB) Leases(ctx context.Context) ([]Lease, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+leaseCols+` FROM workspace_leases ORDER BY workspace_id`)
+	rows, err := db.query(ctx, `SELECT `+leaseCols+` FROM workspace_leases ORDER BY workspace_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", classify(err))
 	}
