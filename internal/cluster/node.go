@@ -133,6 +133,10 @@ type Node struct {
 	csub    *nats.Subscription
 	// swept is when the loop last swept the blobs nobody took.
 	swept time.Time
+	// heardSince is when the loop last found this node's bus connection
+	// up after it was down (its start, at first); zero while it is down.
+	// Only the loop uses it.
+	heardSince time.Time
 	// serving counts the commands being served, bounded by maxServing so
 	// a flood cannot start unbounded goroutines.
 	serving chan struct{}
@@ -179,6 +183,7 @@ func (n *Node) Start() error {
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for commands: %w", err)
 	}
+	n.heardSince = time.Now()
 	n.wg.Add(2)
 	go n.loop()
 	go n.claimsLoop()
@@ -424,10 +429,26 @@ func (n *Node) loop() {
 // that stopped reporting); a change is reported at once besides (see
 // StreamsChanged). And the owner releases the claims of nodes that
 // stopped reporting.
+//
+// Silence from the bus is not the departure of clients: while this node
+// cannot hear the bus, and until it has heard it for as long as a report
+// is counted, it keeps the claims it last knew. A workspace whose clients
+// are all on other nodes is not closed, its runs not canceled nor its
+// clients' tools dropped, by an outage of the bus.
 func (n *Node) reportClaims() {
+	maxAge := claimsMaxAge * n.cfg.Tick
+	switch up := n.cfg.NATS.IsConnected(); {
+	case !up:
+		n.heardSince = time.Time{}
+	case n.heardSince.IsZero():
+		n.heardSince = time.Now()
+	}
+	heard := !n.heardSince.IsZero() && time.Since(n.heardSince) > maxAge
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
-			n.claimsOf(ws).expire(claimsMaxAge * n.cfg.Tick)
+			if heard {
+				n.claimsOf(ws).expire(maxAge)
+			}
 			continue
 		}
 		n.reportClaimsOf(ws)

@@ -76,11 +76,12 @@ const minSend = time.Second
 type batcher struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
+	health  *health
 	queue   *groupcommit.Queue[*unit]
 }
 
-func newBatcher(pool *pgxpool.Pool, timeout time.Duration) *batcher {
-	b := &batcher{pool: pool, timeout: timeout}
+func newBatcher(pool *pgxpool.Pool, timeout time.Duration, h *health) *batcher {
+	b := &batcher{pool: pool, timeout: timeout, health: h}
 	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
@@ -90,7 +91,7 @@ func newBatcher(pool *pgxpool.Pool, timeout time.Duration) *batcher {
 // when the database hangs, a request's write fails as unavailable within
 // seconds instead of queueing behind a batch that waits for an answer.
 func (b *batcher) submitWait(ctx context.Context, fence *Lease, stmts ...stmt) (pgconn.CommandTag, error) {
-	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1), deadline: time.Now().Add(b.timeout)}
+	u := &unit{ctx: ctx, fence: fence, stmts: stmts, done: make(chan result, 1), deadline: time.Now().Add(b.health.bound(b.timeout))}
 	wctx, cancel := context.WithDeadline(ctx, u.deadline)
 	defer cancel()
 	if err := b.queue.Submit(wctx, u); err != nil {
@@ -208,10 +209,13 @@ func (b *batcher) send(units []*unit) (tags []pgconn.CommandTag, failed int, err
 			err = se.err
 		}
 		if ctx.Err() != nil {
+			b.health.hung.Store(true)
 			return nil, -1, fmt.Errorf("%w: %w", errWriteTimeout, err)
 		}
+		b.health.hung.Store(false)
 		return nil, failed, err
 	}
+	b.health.hung.Store(false)
 	return tags, -1, nil
 }
 
@@ -293,16 +297,19 @@ func (db *DB) direct(ctx context.Context, fence *Lease, stmts ...stmt) ([]pgconn
 		batch.Queue(s.sql, s.args...)
 		owner = append(owner, 0)
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.writeTimeout)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.health.bound(db.writeTimeout))
 	defer cancel()
 	tags := make([]pgconn.CommandTag, len(batch.QueuedQueries))
 	err := runBatch(wctx, db.pool, &batch, func(i int, t pgconn.CommandTag) { tags[i] = t }, []*unit{u}, owner)
 	if err != nil {
 		if wctx.Err() != nil {
+			db.health.hung.Store(true)
 			return nil, fmt.Errorf("%w: %w", errWriteTimeout, err)
 		}
+		db.health.hung.Store(false)
 		return nil, classify(err)
 	}
+	db.health.hung.Store(false)
 	if fence != nil {
 		tags = tags[1:]
 	}

@@ -106,6 +106,8 @@ type DB struct {
 	batch        *batcher
 	writeTimeout time.Duration
 	readTimeout  time.Duration
+	// health is shared with the group commit (see read.go).
+	health *health
 }
 
 var (
@@ -138,8 +140,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = DefaultReadTimeout
 	}
-	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout, readTimeout: opts.ReadTimeout}
-	db.batch = newBatcher(pool, opts.WriteTimeout)
+	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout, readTimeout: opts.ReadTimeout, health: &health{}}
+	db.batch = newBatcher(pool, opts.WriteTimeout, db.health)
 	db.view = view{db: db}
 	return db, nil
 }

@@ -1,0 +1,383 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
+	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
+	"github.com/tandem-dev/tandem/proto"
+)
+
+// The cluster under faults: nodes on one PostgreSQL database, each
+// through a proxy of its own the test can cut or pause (a restart, a
+// partition, a hang), and one NATS server the test can stop and start
+// again on its port; runs play against a fake model the test holds.
+
+// holdModel is an OpenAI-compatible model that answers "ok" at once,
+// except to a prompt containing "hold", which it answers once released.
+type holdModel struct {
+	url     string
+	release chan struct{}
+	once    sync.Once
+}
+
+func newHoldModel(t *testing.T) *holdModel {
+	m := &holdModel{release: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(raw), "hold") {
+			select {
+			case <-m.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta map[string]any, finish any) {
+			b, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+		chunk(map[string]any{"content": "ok"}, nil)
+		chunk(map[string]any{}, "stop")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(m.Release)
+	m.url = srv.URL
+	return m
+}
+
+// Release answers the held prompts, and every one after.
+func (m *holdModel) Release() { m.once.Do(func() { close(m.release) }) }
+
+// faultCluster is a cluster whose store and bus the test can fail.
+type faultCluster struct {
+	t        *testing.T
+	db       string
+	natsPort int
+	nats     *natsserver.Server
+	model    *holdModel
+	nodes    []*faultNode
+	cfg      func(*Config)
+}
+
+// faultNode is a node with its own way to the database.
+type faultNode struct {
+	testNode
+	id    string
+	srv   *Server
+	hs    *httptest.Server
+	proxy *pgtest.Proxy
+	once  sync.Once
+}
+
+// startFaultCluster starts n nodes; cfg, when set, adjusts each node's
+// configuration.
+func startFaultCluster(t *testing.T, n int, cfg func(*Config)) *faultCluster {
+	t.Helper()
+	c := &faultCluster{t: t, db: pgtest.Database(t), model: newHoldModel(t), cfg: cfg}
+	c.nats = natstest.Start(t)
+	c.natsPort = natstest.Port(c.nats)
+	for i := range n {
+		c.nodes = append(c.nodes, c.startNode(fmt.Sprintf("n%d", i+1)))
+	}
+	return c
+}
+
+func (c *faultCluster) startNode(id string) *faultNode {
+	t := c.t
+	proxy := pgtest.NewProxy(t, c.db)
+	cfg := Config{DataDir: t.TempDir(), Token: "secret", StoreURL: proxy.URL(c.db), BusURL: c.nats.ClientURL(), NodeID: id,
+		CreateGrace: 2 * time.Second, DetachGrace: time.Second}
+	if c.cfg != nil {
+		c.cfg(&cfg)
+	}
+	srv, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	n := &faultNode{testNode: testNode{url: hs.URL}, id: id, srv: srv, hs: hs, proxy: proxy}
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop shuts the node down cleanly (it hands its workspaces over).
+func (n *faultNode) stop() {
+	n.once.Do(func() {
+		n.proxy.Restore()
+		n.proxy.Resume()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.srv.Shutdown(ctx)
+		n.hs.Close()
+	})
+}
+
+// stopBus stops the NATS server; startBus starts a new one on its port.
+func (c *faultCluster) stopBus() {
+	c.nats.Shutdown()
+	c.nats.WaitForShutdown()
+}
+
+func (c *faultCluster) startBus() { c.nats = natstest.StartOn(c.t, c.natsPort) }
+
+// workspace creates a workspace on nodes[0] (its owner) and a session of
+// the hold model in it, and returns their ids.
+func (c *faultCluster) workspace() (wsID, sid string) {
+	t := c.t
+	owner := c.nodes[0]
+	var ws proto.Workspace
+	require.Equal(t, http.StatusCreated, owner.call(t, "POST", "/v1/workspaces", `{"path": "`+t.TempDir()+`"}`, &ws))
+	var sess proto.Session
+	body := fmt.Sprintf(`{"model": "openai/fake", "provider": {"type": "openai", "base_url": %q, "api_key": "sk-test"}}`, c.model.url+"/v1")
+	require.Equal(t, http.StatusCreated, owner.call(t, "POST", "/v1/workspaces/"+ws.ID+"/sessions", body, &sess))
+	return ws.ID, sess.ID
+}
+
+// answer is an API call's status and error code, and how long it took.
+type answer struct {
+	status int
+	code   string
+	took   time.Duration
+	body   []byte
+}
+
+// try makes a call that may fail, on a client that gives up after 30 s.
+func (n *faultNode) try(t *testing.T, method, path, body string, out any) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, n.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "%s %s: no answer", method, path)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, took: time.Since(start), body: raw}
+	var e proto.ErrorBody
+	if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+		a.code = e.Error.Code
+	} else if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out))
+	}
+	return a
+}
+
+// prompt sends a prompt with an idempotency key ("" for none).
+func (n *faultNode) prompt(t *testing.T, wsID, sid, text, key string) (proto.PromptAccepted, answer) {
+	t.Helper()
+	b, _ := json.Marshal(proto.PromptRequest{SessionID: sid, Prompt: text, IdempotencyKey: key})
+	var acc proto.PromptAccepted
+	a := n.try(t, "POST", "/v1/workspaces/"+wsID+"/agent", string(b), &acc)
+	return acc, a
+}
+
+// promptUntilAccepted retries a keyed prompt until it is accepted, as a
+// client does after a 503: the key makes every retry the same prompt.
+func (n *faultNode) promptUntilAccepted(t *testing.T, wsID, sid, text, key string, within time.Duration) proto.PromptAccepted {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	retry := time.NewTicker(100 * time.Millisecond) // a client's back-off
+	defer retry.Stop()
+	for ; ; <-retry.C {
+		acc, a := n.prompt(t, wsID, sid, text, key)
+		if a.status == http.StatusAccepted {
+			return acc
+		}
+		require.Equal(t, http.StatusServiceUnavailable, a.status, "%s", a.body)
+		require.True(t, time.Now().Before(deadline), "the prompt was not accepted within %v: %s", within, a.body)
+	}
+}
+
+// finish is the reason a run's assistant message ended with, "" while it
+// runs.
+func finish(msgs []proto.Message, runID string) string {
+	for _, m := range msgs {
+		if m.RunID != runID || m.Role != proto.RoleAssistant || len(m.Parts) == 0 {
+			continue
+		}
+		if p := m.Parts[len(m.Parts)-1]; p.Type == proto.PartFinish {
+			return p.Reason
+		}
+	}
+	return ""
+}
+
+// waitEnded waits for the run to end, as the session's history on n tells,
+// and returns its finish reason.
+func (n *faultNode) waitEnded(t *testing.T, wsID, sid, runID string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for ; ; <-poll.C {
+		var list proto.MessageList
+		if a := n.try(t, "GET", "/v1/workspaces/"+wsID+"/sessions/"+sid+"/messages", "", &list); a.status == http.StatusOK {
+			if r := finish(list.Messages, runID); r != "" {
+				return r
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "run %s did not end within %v", runID, within)
+	}
+}
+
+// userPrompts are the session's user messages, in order.
+func (n *faultNode) userPrompts(t *testing.T, wsID, sid string) []string {
+	t.Helper()
+	var list proto.MessageList
+	require.Equal(t, http.StatusOK, n.call(t, "GET", "/v1/workspaces/"+wsID+"/sessions/"+sid+"/messages", "", &list))
+	var out []string
+	for _, m := range list.Messages {
+		if m.Role == proto.RoleUser {
+			out = append(out, m.Parts[0].Text)
+		}
+	}
+	return out
+}
+
+// While the bus is down, a prompt sent to a node that does not own the
+// workspace is refused at once (503 workspace_unavailable), and that
+// answer is the truth: the prompt never runs, not even when the bus comes
+// back. A client retrying with an idempotency key gets its prompt run
+// once as soon as the bus is back.
+func TestClusterPromptRefusedWhileTheBusIsDownNeverRuns(t *testing.T) {
+	c := startFaultCluster(t, 2, nil)
+	owner, other := c.nodes[0], c.nodes[1]
+	wsID, sid := c.workspace()
+	owner.stream(t, wsID)
+	warm, a := other.prompt(t, wsID, sid, "warm", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, warm.RunID, 10*time.Second))
+
+	c.stopBus()
+	_, a = other.prompt(t, wsID, sid, "lost", "")
+	assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s", a.body)
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, a.code)
+	assert.Less(t, a.took, 3*time.Second, "the bus is known to be away at once")
+	t.Logf("refused in %v while the bus was down", a.took)
+	c.startBus()
+
+	after := other.promptUntilAccepted(t, wsID, sid, "after", "after-1", 30*time.Second)
+	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, after.RunID, 10*time.Second))
+	assert.Equal(t, []string{"warm", "after"}, owner.userPrompts(t, wsID, sid), "the refused prompt never ran")
+}
+
+// A prompt retried with its idempotency key is the same run on every
+// node, while it runs and after it ended, and still after its owner left
+// and another node took the workspace over.
+func TestClusterRetriedPromptIsTheSameRunOnEveryNode(t *testing.T) {
+	c := startFaultCluster(t, 3, nil)
+	wsID, sid := c.workspace()
+	c.nodes[0].stream(t, wsID)
+	c.nodes[2].stream(t, wsID) // keeps it open once its owner left
+	first, a := c.nodes[1].prompt(t, wsID, sid, "hold on", "retry-me")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	for _, n := range c.nodes {
+		acc, a := n.prompt(t, wsID, sid, "hold on", "retry-me")
+		require.Equal(t, http.StatusAccepted, a.status, "%s: %s", n.id, a.body)
+		assert.Equal(t, proto.PromptAccepted{RunID: first.RunID, SessionID: sid, State: proto.RunRunning}, acc, n.id)
+	}
+	c.model.Release()
+	require.Equal(t, proto.FinishEndTurn, c.nodes[0].waitEnded(t, wsID, sid, first.RunID, 10*time.Second))
+	for _, n := range c.nodes {
+		acc, a := n.prompt(t, wsID, sid, "hold on", "retry-me")
+		require.Equal(t, http.StatusAccepted, a.status, "%s: %s", n.id, a.body)
+		assert.Equal(t, proto.PromptAccepted{RunID: first.RunID, SessionID: sid, State: proto.RunEnded}, acc, n.id)
+	}
+
+	c.nodes[0].stop()
+	acc := c.nodes[1].promptUntilAccepted(t, wsID, sid, "hold on", "retry-me", 20*time.Second)
+	assert.Equal(t, first.RunID, acc.RunID, "the key holds on the new owner")
+	assert.Equal(t, proto.RunEnded, acc.State)
+	assert.Equal(t, []string{"hold on"}, c.nodes[1].userPrompts(t, wsID, sid), "one run, however many retries")
+}
+
+// An owner that cannot hear the bus keeps the claims it last knew: a
+// workspace whose only client streams from another node stays open
+// across a bus outage longer than a claims report lives (and than the
+// detach grace), and its run in flight ends normally.
+func TestClusterOwnerKeepsClaimsWhileTheBusIsDown(t *testing.T) {
+	c := startFaultCluster(t, 2, nil)
+	owner, other := c.nodes[0], c.nodes[1]
+	wsID, sid := c.workspace()
+	other.stream(t, wsID)
+	open := func() proto.Workspace {
+		var ws proto.Workspace
+		require.Equal(t, http.StatusOK, owner.call(t, "GET", "/v1/workspaces/"+wsID, "", &ws))
+		return ws
+	}
+	require.Eventually(t, func() bool { return open().Clients == 1 }, 5*time.Second, 50*time.Millisecond, "the owner counts the other node's stream")
+	run, a := other.prompt(t, wsID, sid, "hold on", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+
+	c.stopBus()
+	// Past a claims report's life (4 ticks of 1 s) and the detach grace
+	// (1 s), the owner still counts the client.
+	outage := time.Now().Add(8 * time.Second)
+	for time.Now().Before(outage) {
+		ws := open()
+		require.True(t, ws.Open, "the workspace closed %v into the outage", 8*time.Second-time.Until(outage))
+		require.Equal(t, 1, ws.Clients)
+		<-time.After(200 * time.Millisecond)
+	}
+	c.startBus()
+	c.model.Release()
+	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, run.RunID, 20*time.Second), "nobody canceled the run")
+	_, a = owner.prompt(t, wsID, sid, "after", "")
+	assert.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+}
+
+// When the database hangs (its connections neither answer nor break),
+// every call that needs it answers 503 within seconds, on the owner and
+// through another node, rather than when the outage ends; a client that
+// gave up and retries with its key gets one run once the database
+// answers again.
+func TestClusterHangingStoreAnswersInTime(t *testing.T) {
+	c := startFaultCluster(t, 2, func(cfg *Config) { cfg.LeaseTTL, cfg.ClusterTick = 2*time.Minute, 30*time.Second })
+	owner, other := c.nodes[0], c.nodes[1]
+	wsID, sid := c.workspace()
+	owner.stream(t, wsID)
+	warm, a := other.prompt(t, wsID, sid, "warm", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, warm.RunID, 10*time.Second))
+
+	for _, n := range c.nodes {
+		n.proxy.Pause()
+	}
+	const bound = 8 * time.Second
+	for _, n := range c.nodes {
+		_, a := n.prompt(t, wsID, sid, "during", "during-1")
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s: %s", n.id, a.body)
+		assert.Less(t, a.took, bound, n.id)
+		t.Logf("%s: prompt answered %d %s in %v", n.id, a.status, a.code, a.took)
+		a = n.try(t, "GET", "/v1/workspaces/"+wsID+"/sessions/"+sid+"/messages", "", nil)
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s: %s", n.id, a.body)
+		assert.Less(t, a.took, bound, n.id)
+		t.Logf("%s: messages answered %d %s in %v", n.id, a.status, a.code, a.took)
+	}
+	_, a = owner.prompt(t, wsID, sid, "during", "during-1")
+	assert.Equal(t, proto.CodeStorageUnavailable, a.code, "%s", a.body)
+	for _, n := range c.nodes {
+		n.proxy.Resume()
+	}
+
+	acc := other.promptUntilAccepted(t, wsID, sid, "during", "during-1", 20*time.Second)
+	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, acc.RunID, 10*time.Second))
+	assert.Equal(t, []string{"warm", "during"}, owner.userPrompts(t, wsID, sid), "the retried prompt ran once")
+}
