@@ -38,7 +38,8 @@ import (
 // the leases' expiry does already.
 
 // answerRoom is the part of a command's time kept for its answer's way
-// back: the owner's deadline is the sender's less it.
+// back (a quarter of a shorter time): the owner's deadline is the
+// sender's less it.
 const answerRoom = 2 * time.Second
 
 // maxServing bounds the commands a node serves at once.
@@ -140,7 +141,7 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	c.Deadline = deadline.Add(-min(answerRoom, n.cfg.ForwardTimeout/4)).UnixMilli()
+	c.Deadline = deadline.Add(-min(answerRoom, time.Until(deadline)/4)).UnixMilli()
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", c.Op, err)

@@ -224,7 +224,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 	n.mu.Lock()
 	known, ok := n.owners[workspaceID]
 	n.mu.Unlock()
-	if ok && live(known, now) {
+	if ok && n.held(known, now) {
 		return known.Owner, nil
 	}
 	l, err := n.cfg.Store.GetLease(ctx, workspaceID)
@@ -235,7 +235,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 		}
 	case err != nil:
 		return "", err
-	case live(l, now) && l.Owner != n.cfg.NodeID:
+	case n.held(l, now) && l.Owner != n.cfg.NodeID:
 		n.remember(l)
 		return l.Owner, nil
 	case live(l, now):
@@ -587,9 +587,13 @@ func (n *Node) renew() {
 				n.owned[l.WorkspaceID] = got
 			}
 			n.mu.Unlock()
-		case errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(l.Expires):
-			// Lost, or cannot tell before it ends: either way another node
-			// may own it now.
+		case errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(l.Expires.Add(n.keepGrace())):
+			// Lost, or cannot tell before the grace past its end is over:
+			// either way another node may own it now. Within the grace
+			// (the database restarting, say) its runs go on: no other
+			// node takes a lease before its takeover grace (watch), and
+			// renewing an expired lease nobody took takes it back at the
+			// same epoch.
 			if n.drop(l.WorkspaceID, "lease_lost") {
 				n.spawn(func() { n.disown(l.WorkspaceID, "lease_lost") })
 			}
@@ -613,7 +617,7 @@ func (n *Node) watch() {
 		if n.owns(l.WorkspaceID) {
 			continue
 		}
-		if live(l, now) {
+		if n.held(l, now) {
 			n.remember(l)
 			continue
 		}
@@ -667,4 +671,26 @@ func (n *Node) Close() {
 // longer or take over a little earlier, never write without a lease.
 func live(l store.Lease, now time.Time) bool {
 	return !l.Expires.IsZero() && l.Expires.After(now)
+}
+
+// An owner that cannot renew its lease (the database restarting, or out
+// of its reach) keeps its workspaces, their runs going on, for keepGrace
+// past the lease's end, trying to renew; the other nodes leave an expired
+// lease to its owner for takeGrace, longer, before they take it. So an
+// owner that reaches the database again within keepGrace takes its lease
+// back with no other owner in between, and its runs are not interrupted;
+// a dead owner's workspaces are taken within LeaseTTL + takeGrace + Tick.
+
+// keepGrace is how long past its end this node keeps a lease it could not
+// renew.
+func (n *Node) keepGrace() time.Duration { return n.cfg.LeaseTTL / 2 }
+
+// takeGrace is how long past its end an unreleased lease is still left to
+// its owner.
+func (n *Node) takeGrace() time.Duration { return n.cfg.LeaseTTL }
+
+// held reports whether another node's lease l is still its owner's at now:
+// live, or expired (not released) less than takeGrace ago.
+func (n *Node) held(l store.Lease, now time.Time) bool {
+	return !l.Expires.IsZero() && l.Expires.Add(n.takeGrace()).After(now)
 }

@@ -32,13 +32,19 @@ type holdModel struct {
 	url     string
 	release chan struct{}
 	once    sync.Once
+	// held receives a value as each held request arrives.
+	held chan struct{}
 }
 
 func newHoldModel(t *testing.T) *holdModel {
-	m := &holdModel{release: make(chan struct{})}
+	m := &holdModel{release: make(chan struct{}), held: make(chan struct{}, 64)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(raw), "hold") {
+			select {
+			case m.held <- struct{}{}:
+			default:
+			}
 			select {
 			case <-m.release:
 			case <-r.Context().Done():
@@ -60,6 +66,18 @@ func newHoldModel(t *testing.T) *holdModel {
 	t.Cleanup(m.Release)
 	m.url = srv.URL
 	return m
+}
+
+// awaitHeld waits for n held requests to arrive.
+func (m *holdModel) awaitHeld(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-m.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the run did not reach the model within 10 s")
+		}
+	}
 }
 
 // Release answers the held prompts, and every one after.
@@ -266,6 +284,10 @@ func TestClusterPromptRefusedWhileTheBusIsDownNeverRuns(t *testing.T) {
 	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, warm.RunID, 10*time.Second))
 
 	c.stopBus()
+	// Once the node knows (a request written in the instant before it
+	// does is lost with the connection, and answered 503 at the forward
+	// timeout: lost, never delivered late).
+	require.Eventually(t, func() bool { return !other.srv.natsc.IsConnected() }, 5*time.Second, 10*time.Millisecond)
 	_, a = other.prompt(t, wsID, sid, "lost", "")
 	assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s", a.body)
 	assert.Equal(t, proto.CodeWorkspaceUnavailable, a.code)
@@ -380,4 +402,40 @@ func TestClusterHangingStoreAnswersInTime(t *testing.T) {
 	acc := other.promptUntilAccepted(t, wsID, sid, "during", "during-1", 20*time.Second)
 	require.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, acc.RunID, 10*time.Second))
 	assert.Equal(t, []string{"warm", "during"}, owner.userPrompts(t, wsID, sid), "the retried prompt ran once")
+}
+
+// A database restart of 5 s (every connection cut, none taken meanwhile)
+// outlasts the owner's lease but interrupts nothing: the owner takes its
+// lease back, no other node having taken it in between, and the runs in
+// flight end normally.
+func TestClusterDatabaseRestartKeepsRunsGoing(t *testing.T) {
+	c := startFaultCluster(t, 2, nil)
+	owner, other := c.nodes[0], c.nodes[1]
+	wsID, sid := c.workspace()
+	owner.stream(t, wsID)
+	var sess2 proto.Session
+	body := fmt.Sprintf(`{"model": "openai/fake", "provider": {"type": "openai", "base_url": %q, "api_key": "sk-test"}}`, c.model.url+"/v1")
+	require.Equal(t, http.StatusCreated, owner.call(t, "POST", "/v1/workspaces/"+wsID+"/sessions", body, &sess2))
+	mine, a := owner.prompt(t, wsID, sid, "hold on", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	theirs, a := other.prompt(t, wsID, sess2.ID, "hold on too", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	c.model.awaitHeld(t, 2) // both runs are waiting for the model
+	require.Eventually(t, func() bool {
+		return len(owner.userPrompts(t, wsID, sid)) == 1 && len(owner.userPrompts(t, wsID, sess2.ID)) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the runs' starts are written")
+
+	for _, n := range c.nodes {
+		n.proxy.Cut()
+	}
+	<-time.After(5 * time.Second) // the restart
+	for _, n := range c.nodes {
+		n.proxy.Restore()
+	}
+	// Once the database answers again, so does the cluster.
+	later := other.promptUntilAccepted(t, wsID, sid, "later", "later-1", 15*time.Second)
+	c.model.Release()
+	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, mine.RunID, 15*time.Second))
+	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sess2.ID, theirs.RunID, 15*time.Second))
+	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, later.RunID, 15*time.Second))
 }
