@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -438,4 +440,125 @@ func TestClusterDatabaseRestartKeepsRunsGoing(t *testing.T) {
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, mine.RunID, 15*time.Second))
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sess2.ID, theirs.RunID, 15*time.Second))
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, later.RunID, 15*time.Second))
+}
+
+// sseClient is a client's event stream, with the ids it saw.
+type sseClient struct {
+	frames chan sseFrame
+	ended  chan struct{}
+	close  func()
+}
+
+type sseFrame struct {
+	id, event string
+	data      []byte
+}
+
+// openSSE opens a stream of the workspace on n, resuming after lastID
+// when set.
+func openSSE(t *testing.T, n *faultNode, wsID, lastID string) *sseClient {
+	t.Helper()
+	req, err := http.NewRequest("GET", n.url+"/v1/workspaces/"+wsID+"/events?client_id="+uuid.NewString(), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	s := &sseClient{frames: make(chan sseFrame, 4096), ended: make(chan struct{})}
+	var once sync.Once
+	s.close = func() { once.Do(func() { resp.Body.Close() }) }
+	t.Cleanup(s.close)
+	go func() {
+		defer close(s.ended)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var f sseFrame
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if f.event != "" {
+					select {
+					case s.frames <- f:
+					default:
+					}
+				}
+				f = sseFrame{}
+			case strings.HasPrefix(line, "id: "):
+				f.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				f.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				f.data = []byte(line[6:])
+			}
+		}
+	}()
+	return s
+}
+
+// A node cut off from the database that cannot serve its streams (it
+// must catch up from the database, after a bus restart) ends them within
+// seconds, rather than keeping them open in silence; the client,
+// reconnecting to a healthy node with Last-Event-ID, gets everything it
+// missed.
+func TestClusterCutOffNodeEndsItsStreams(t *testing.T) {
+	c := startFaultCluster(t, 2, nil)
+	owner, other := c.nodes[0], c.nodes[1]
+	wsID, sid := c.workspace()
+	owner.stream(t, wsID)
+	s := openSSE(t, other, wsID, "")
+	first, a := owner.prompt(t, wsID, sid, "before", "")
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	lastID := ""
+	for done := false; !done; {
+		select {
+		case f := <-s.frames:
+			if f.id != "" {
+				lastID = f.id
+			}
+			done = f.event == proto.EventRunCompleted && strings.Contains(string(f.data), first.RunID)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream on the other node did not see the first run end")
+		}
+	}
+
+	// Cut off from the database, the node can follow the workspace from
+	// the bus, until the bus itself restarts: its feed must then catch up
+	// from the database, which it cannot reach.
+	other.proxy.Cut()
+	cut := time.Now()
+	c.stopBus()
+	c.startBus()
+	during := owner.promptUntilAccepted(t, wsID, sid, "during", "during-1", 20*time.Second)
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	var seen []string
+	for ended := false; !ended; {
+		select {
+		case f := <-s.frames:
+			seen = append(seen, f.event)
+			if f.id != "" {
+				lastID = f.id
+			}
+		case <-s.ended:
+			ended = true
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the cut-off node's stream was still open 20 s into the outage (it got %v)", seen)
+		}
+	}
+	took := time.Since(cut)
+	t.Logf("the cut-off node ended its stream %v into the outage, after %v", took, seen)
+	assert.Less(t, took, 10*time.Second)
+
+	s2 := openSSE(t, owner, wsID, lastID)
+	for done := false; !done; {
+		select {
+		case f := <-s2.frames:
+			done = f.event == proto.EventRunCompleted && strings.Contains(string(f.data), during.RunID)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the client did not catch up on a healthy node")
+		}
+	}
 }
