@@ -43,7 +43,8 @@ import (
 )
 
 // Defaults of Config's zero durations. A dead owner's workspace is taken
-// within LeaseTTL + Tick (about 6 s), well inside the contract's 15 s.
+// within LeaseTTL + takeGrace + Tick (about 11 s), inside the contract's
+// 15 s.
 const (
 	DefaultLeaseTTL = 5 * time.Second
 	DefaultTick     = time.Second
