@@ -60,6 +60,14 @@ func newHoldModel(t *testing.T) *holdModel {
 			fmt.Fprintf(w, "data: %s\n\n", b)
 		}
 		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+		if strings.Contains(string(raw), "use a tool") && !strings.Contains(string(raw), `"role":"tool"`) {
+			// A step with a tool call: the run writes before it runs it.
+			chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call-1", "type": "function",
+				"function": map[string]any{"name": "bash", "arguments": `{"command": "true"}`}}}}, nil)
+			chunk(map[string]any{}, "tool_calls")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+			return
+		}
 		chunk(map[string]any{"content": "ok"}, nil)
 		chunk(map[string]any{}, "stop")
 		fmt.Fprint(w, "data: [DONE]\n\n")
@@ -225,14 +233,14 @@ func (n *faultNode) promptUntilAccepted(t *testing.T, wsID, sid, text, key strin
 	}
 }
 
-// finish is the reason a run's assistant message ended with, "" while it
-// runs.
+// finish is the reason a run's last assistant message ended with, "" while
+// it runs.
 func finish(msgs []proto.Message, runID string) string {
 	for _, m := range msgs {
 		if m.RunID != runID || m.Role != proto.RoleAssistant || len(m.Parts) == 0 {
 			continue
 		}
-		if p := m.Parts[len(m.Parts)-1]; p.Type == proto.PartFinish {
+		if p := m.Parts[len(m.Parts)-1]; p.Type == proto.PartFinish && p.Reason != proto.FinishToolUse {
 			return p.Reason
 		}
 	}
@@ -409,18 +417,22 @@ func TestClusterHangingStoreAnswersInTime(t *testing.T) {
 // A database restart of 5 s (every connection cut, none taken meanwhile)
 // outlasts the owner's lease but interrupts nothing: the owner takes its
 // lease back, no other node having taken it in between, and the runs in
-// flight end normally.
+// flight, whose model answered during the restart, wait for the database
+// and end normally.
 func TestClusterDatabaseRestartKeepsRunsGoing(t *testing.T) {
 	c := startFaultCluster(t, 2, nil)
 	owner, other := c.nodes[0], c.nodes[1]
 	wsID, sid := c.workspace()
 	owner.stream(t, wsID)
 	var sess2 proto.Session
-	body := fmt.Sprintf(`{"model": "openai/fake", "provider": {"type": "openai", "base_url": %q, "api_key": "sk-test"}}`, c.model.url+"/v1")
+	body := fmt.Sprintf(`{"model": "openai/fake", "provider": {"type": "openai", "base_url": %q, "api_key": "sk-test"}, "permission_mode": "allow_all"}`,
+		c.model.url+"/v1")
 	require.Equal(t, http.StatusCreated, owner.call(t, "POST", "/v1/workspaces/"+wsID+"/sessions", body, &sess2))
 	mine, a := owner.prompt(t, wsID, sid, "hold on", "")
 	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
-	theirs, a := other.prompt(t, wsID, sess2.ID, "hold on too", "")
+	// Its model answers with a tool call: the run writes that step before
+	// it runs the tool, during the restart, and goes on once it can.
+	theirs, a := other.prompt(t, wsID, sess2.ID, "hold on, then use a tool", "")
 	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
 	c.model.awaitHeld(t, 2) // both runs are waiting for the model
 	require.Eventually(t, func() bool {
@@ -430,13 +442,16 @@ func TestClusterDatabaseRestartKeepsRunsGoing(t *testing.T) {
 	for _, n := range c.nodes {
 		n.proxy.Cut()
 	}
-	<-time.After(5 * time.Second) // the restart
+	// The restart, 5 s: the model answers in its midst, and the runs'
+	// ends wait for the database.
+	<-time.After(2 * time.Second)
+	c.model.Release()
+	<-time.After(3 * time.Second)
 	for _, n := range c.nodes {
 		n.proxy.Restore()
 	}
 	// Once the database answers again, so does the cluster.
 	later := other.promptUntilAccepted(t, wsID, sid, "later", "later-1", 15*time.Second)
-	c.model.Release()
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, mine.RunID, 15*time.Second))
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sess2.ID, theirs.RunID, 15*time.Second))
 	assert.Equal(t, proto.FinishEndTurn, owner.waitEnded(t, wsID, sid, later.RunID, 15*time.Second))
