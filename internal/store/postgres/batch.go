@@ -231,6 +231,14 @@ func (e *stmtError) Unwrap() error { return e.err }
 // runBatch sends batch on a pooled connection and reads every result,
 // calling got with each statement's tag. Statements with a dest (found
 // through units and owner) are read as rows.
+//
+// The batch is one explicit transaction, and its COMMIT goes out only once
+// every statement's result is back and only while ctx lasts. A batch whose
+// answer is late (a database that hangs, a link that holds packets) is
+// thus never committed after its callers were told it failed: ctx's end
+// closes the connection, which rolls the transaction back, whenever its
+// statements reach the server. Only a COMMIT sent in time whose answer is
+// lost leaves the outcome unknown.
 func runBatch(ctx context.Context, pool *pgxpool.Pool, batch *pgx.Batch, got func(int, pgconn.CommandTag), units []*unit, owner []int) error {
 	dests := make([][]any, len(batch.QueuedQueries))
 	k := 0
@@ -243,9 +251,22 @@ func runBatch(ctx context.Context, pool *pgxpool.Pool, batch *pgx.Batch, got fun
 			k++
 		}
 	}
-	br := pool.SendBatch(ctx, batch)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left in a transaction (a failed batch, a COMMIT never
+	// sent) is closed on release, never reused: the server rolls back.
+	defer conn.Release()
+	n := len(batch.QueuedQueries)
+	batch.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, batch.QueuedQueries...)
+	br := conn.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return err
+	}
 	var first error
-	for i := range batch.QueuedQueries {
+	for i := range n {
 		var (
 			tag pgconn.CommandTag
 			err error
@@ -270,10 +291,42 @@ func runBatch(ctx context.Context, pool *pgxpool.Pool, batch *pgx.Batch, got fun
 		got(i, tag)
 	}
 	cerr := br.Close()
+	if first == nil {
+		first = cerr
+	}
 	if first != nil {
+		rollback(conn)
 		return first
 	}
-	return cerr
+	if err := ctx.Err(); err != nil {
+		// Answered, but past the deadline: its callers are told it
+		// failed, so it must not commit.
+		closeConn(conn)
+		return err
+	}
+	_, err = conn.Exec(ctx, "COMMIT")
+	return err
+}
+
+// rollback ends a failed batch's transaction on a connection that is
+// still sound, so it can serve again; on a broken one it does nothing,
+// and the release closes it.
+func rollback(conn *pgxpool.Conn) {
+	if conn.Conn().IsClosed() || conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hungTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		closeConn(conn)
+	}
+}
+
+// closeConn closes a connection whose transaction must not go on.
+func closeConn(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), hungTimeout)
+	defer cancel()
+	_ = conn.Conn().Close(ctx)
 }
 
 // direct runs stmts as one transaction of their own, outside the group

@@ -80,3 +80,44 @@ func TestStoreHangingAnswersUnavailableInTime(t *testing.T) {
 	_, err = db.GetWorkspace(bg, "w")
 	require.NoError(t, err)
 }
+
+// A write that got no answer in time (its statements held on their way)
+// is never committed later, when they reach the database: its caller was
+// told it failed, and it did.
+func TestStoreWriteTimedOutNeverCommitsLate(t *testing.T) {
+	u := pgtest.Database(t)
+	proxy := pgtest.NewProxy(t, u)
+	db, err := Open(bg, proxy.URL(u), Options{ReadTimeout: time.Second, WriteTimeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	mustWorkspace(t, db, "w")
+	require.NoError(t, db.AppendEvent(bg, ev("w", 1)))
+
+	proxy.Pause()
+	err = db.AppendEvent(bg, ev("w", 2))
+	proxy.Resume()
+	require.ErrorIs(t, err, store.ErrUnavailable)
+
+	// Whatever was held reaches the database now; a write after it is
+	// ordered behind it.
+	require.NoError(t, db.AppendEvent(bg, ev("w", 3)))
+	direct, err := Open(bg, u, Options{})
+	require.NoError(t, err)
+	defer direct.Close()
+	require.Eventually(t, func() bool {
+		var n int
+		err := direct.pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 20*time.Millisecond, "the held transaction ended")
+	es, err := direct.WorkspaceEvents(bg, "w", 0, 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 3}, seqsOf(es), "the write told it failed is not there")
+}
+
+func seqsOf(es []store.Event) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
