@@ -70,9 +70,10 @@ const (
 const minSend = time.Second
 
 // batcher commits the small writes in groups: whatever is queued when it
-// gets to it goes out as one pipelined batch, which PostgreSQL runs as one
-// implicit transaction. Under load N commits become one, and a prompt's
-// 202 does not queue behind a commit per write in flight.
+// gets to it goes out as one pipelined batch in one transaction, committed
+// once its statements answered (runBatch). Under load N commits become
+// one, and a prompt's 202 does not queue behind a commit per write in
+// flight.
 type batcher struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
@@ -173,10 +174,10 @@ func conflict(err error) bool {
 	return false
 }
 
-// send runs the units' statements as one pipelined batch (one implicit
-// transaction) and returns each unit's last tag, or the error and the
-// index of the unit whose statement failed first (-1 when the failure is
-// not a statement's, like a lost connection).
+// send runs the units' statements as one pipelined batch (one
+// transaction, see runBatch) and returns each unit's last tag, or the
+// error and the index of the unit whose statement failed first (-1 when
+// the failure is not a statement's, like a lost connection).
 func (b *batcher) send(units []*unit) (tags []pgconn.CommandTag, failed int, err error) {
 	var batch pgx.Batch
 	owner := make([]int, 0, len(units)*2)

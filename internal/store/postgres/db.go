@@ -12,15 +12,17 @@
 //
 // Small writes (events, messages, sessions, pending rows, approvals, marks)
 // go through a group commit, as in SQLite: one goroutine takes whatever
-// writes are queued and sends them as one pipelined batch, which PostgreSQL
-// runs as one implicit transaction: one round trip and one WAL flush for
-// many callers. A write that fails (a duplicate seq) is taken out and the
+// writes are queued and sends them as one pipelined batch in one
+// transaction, then its COMMIT once they answered: two round trips and one
+// WAL flush for many callers. A write that fails (a duplicate seq) is taken out and the
 // others are sent again, so it never fails its neighbours. Units commit in
 // the order they were queued. Once a write is queued it is carried out
-// whatever becomes of its caller's context, so a caller told "failed" never
-// finds its write committed later; the exception every networked database
-// shares is a connection lost while a commit was under way, whose outcome
-// is unknown: it is reported as store.ErrUnavailable.
+// whatever becomes of its caller's context until its deadline (the write
+// timeout), and a batch past it is never committed, however late its
+// statements reach the server: a caller told "failed" never finds its
+// write committed later. The exception every networked database shares is
+// a connection lost while a COMMIT was under way, whose outcome is
+// unknown: it is reported as store.ErrUnavailable.
 //
 // Failures of the database rather than of the request (a lost or refused
 // connection, an administrator shutdown, too many connections, a full disk
