@@ -360,7 +360,8 @@ func TestClusterOwnerKeepsClaimsWhileTheBusIsDown(t *testing.T) {
 
 	c.stopBus()
 	// Past a claims report's life (4 ticks of 1 s) and the detach grace
-	// (1 s), the owner still counts the client.
+	// (1 s), the owner still counts the client: the outage lasts 8 s, the
+	// owner's view sampled every 200 ms throughout.
 	outage := time.Now().Add(8 * time.Second)
 	for time.Now().Before(outage) {
 		ws := open()
