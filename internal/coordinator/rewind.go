@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +40,8 @@ type runCheckpoint struct {
 
 	mu    sync.Mutex
 	taken *store.Checkpoint
+	// warned is set once the session was told the checkpoint is missing.
+	warned bool
 }
 
 // checkpointer returns the hooks of a run's checkpoint; nil when the
@@ -66,6 +69,7 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	list, err := rc.rw.ListCheckpoints(ctx, rc.sid)
 	if err != nil {
 		log.Warn("checkpoint not taken", "err", err)
+		rc.warnLocked(ctx, err)
 		return
 	}
 	for i := range list {
@@ -89,6 +93,29 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	}
 	if err != nil {
 		log.Warn("checkpoint not taken", "err", err)
+		rc.warnLocked(ctx, err)
+	}
+}
+
+// warnLocked tells the session's clients, once per run, that the run
+// changes files with no checkpoint before it (a full data disk, say): no
+// rewind to before it will be possible, and nobody would know otherwise.
+// The reason stays in the server's log; the clients get its kind only.
+func (rc *runCheckpoint) warnLocked(ctx context.Context, err error) {
+	if rc.warned {
+		return
+	}
+	rc.warned = true
+	why := "the server could not save it (its log says why)"
+	if errors.Is(err, syscall.ENOSPC) {
+		why = "the server's data disk is full"
+	}
+	if _, err := rc.ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventSessionLog, SessionID: rc.sid, RunID: rc.ar.ID,
+		Data: proto.SessionLog{Level: "warning", Message: fmt.Sprintf(
+			"no checkpoint was taken before run %s changed files: %s; a rewind to before this run will not be possible", rc.ar.ID, why)},
+	}); err != nil {
+		rc.c.log.Warn("tell the session its checkpoint is missing", "run_id", rc.ar.ID, "err", err)
 	}
 }
 
