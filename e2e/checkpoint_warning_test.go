@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,5 +50,15 @@ func TestMissingCheckpointIsToldToTheSession(t *testing.T) {
 	assert.Contains(t, warnings[0].Message, "rewind")
 	assert.NotContains(t, warnings[0].Message, e.cfg.DataDir, "the server's paths stay in its log")
 	assert.FileExists(t, filepath.Join(e.workDir, "b.txt"), "the run did its work")
-	assert.Empty(t, e.checkpoints(ws.ID, sess.ID))
+	// The checkpoint list shows the gap, and it is no way back.
+	cks := e.checkpoints(ws.ID, sess.ID)
+	require.Len(t, cks, 1)
+	assert.True(t, cks[0].Missing, "listed as missing")
+	assert.Equal(t, acc.RunID, cks[0].RunID)
+	status, raw := e.do("GET", e.sessionPath(ws.ID, sess.ID)+"/checkpoints/"+cks[0].ID+"/diff", nil, nil)
+	assert.Equal(t, http.StatusNotFound, status, "%s", raw)
+	status, raw = e.do("POST", e.sessionPath(ws.ID, sess.ID)+"/rewind", map[string]any{"checkpoint_id": cks[0].ID}, nil)
+	assert.Equal(t, http.StatusNotFound, status, "%s", raw)
+	assert.Equal(t, proto.CodeCheckpointNotFound, errorCode(t, raw))
+	assert.FileExists(t, filepath.Join(e.workDir, "b.txt"), "a refused rewind changes nothing")
 }

@@ -42,6 +42,9 @@ type runCheckpoint struct {
 	taken *store.Checkpoint
 	// warned is set once the session was told the checkpoint is missing.
 	warned bool
+	// missing is set once the run's checkpoint could not be saved: it is
+	// listed as missing, and not tried again at each call.
+	missing bool
 }
 
 // checkpointer returns the hooks of a run's checkpoint; nil when the
@@ -60,7 +63,7 @@ func (c *Coordinator) checkpointer(ws *workspace.Workspace, sessionID string, ar
 func (rc *runCheckpoint) before(ctx context.Context) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.taken != nil {
+	if rc.taken != nil || rc.missing {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -74,7 +77,11 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	}
 	for i := range list {
 		if list[i].RunID == rc.ar.ID {
-			rc.taken = &list[i]
+			if list[i].Commit == "" {
+				rc.missing = true // it could not be saved before it was suspended
+			} else {
+				rc.taken = &list[i]
+			}
 			return
 		}
 	}
@@ -94,6 +101,15 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	if err != nil {
 		log.Warn("checkpoint not taken", "err", err)
 		rc.warnLocked(ctx, err)
+		// Listed as missing, where the store can still say so (a cluster's
+		// database is not on the full disk): a client choosing where to go
+		// back to sees the gap, not a silently shorter list.
+		rc.missing = true
+		ck := store.Checkpoint{ID: uuid.NewString(), WorkspaceID: rc.ws.ID, SessionID: rc.sid, RunID: rc.ar.ID,
+			MessageID: rc.ar.UserMessageID, CreatedAt: time.Now().UTC()}
+		if err := rc.rw.PutCheckpoint(ctx, ck); err != nil {
+			log.Warn("missing checkpoint not listed", "err", err)
+		}
 	}
 }
 
@@ -130,7 +146,7 @@ func (rc *runCheckpoint) endLost() {
 		return
 	}
 	for i := range list {
-		if list[i].RunID == rc.ar.ID {
+		if list[i].RunID == rc.ar.ID && list[i].Commit != "" {
 			rc.mu.Lock()
 			rc.taken = &list[i]
 			rc.mu.Unlock()
@@ -182,7 +198,7 @@ func (c *Coordinator) Checkpoints(ctx context.Context, wsID, sessionID string) (
 		return nil, fmt.Errorf("list checkpoints of %s: %w", rec.ID, err)
 	}
 	for _, ck := range list {
-		out = append(out, proto.Checkpoint{ID: ck.ID, RunID: ck.RunID, MessageID: ck.MessageID, CreatedAt: proto.Time{Time: ck.CreatedAt}})
+		out = append(out, proto.Checkpoint{ID: ck.ID, RunID: ck.RunID, MessageID: ck.MessageID, CreatedAt: proto.Time{Time: ck.CreatedAt}, Missing: ck.Commit == ""})
 	}
 	return out, nil
 }
@@ -198,9 +214,19 @@ func (c *Coordinator) checkpoint(ctx context.Context, sessionID, id string) (sto
 	if err != nil {
 		return store.Checkpoint{}, nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, err)
 	}
+	// A checkpoint that could not be saved is listed, and is no way back.
+	saved := make([]store.Checkpoint, 0, len(list))
 	for _, ck := range list {
+		switch {
+		case ck.Commit != "":
+			saved = append(saved, ck)
+		case ck.ID == id:
+			notFound = apierr.Errorf(proto.CodeCheckpointNotFound, "checkpoint %q of session %s could not be saved when its run changed files (see the run's session.log warning): there is no way back to it", id, sessionID)
+		}
+	}
+	for _, ck := range saved {
 		if ck.ID == id {
-			return ck, list, nil
+			return ck, saved, nil
 		}
 	}
 	return store.Checkpoint{}, nil, notFound
@@ -416,7 +442,9 @@ func (c *Coordinator) collectWorkspace(ctx context.Context, wsID string) error {
 			return err
 		}
 		for _, ck := range list {
-			live = append(live, ck.Commit, ck.End)
+			if ck.Commit != "" {
+				live = append(live, ck.Commit, ck.End)
+			}
 		}
 	}
 	repo, err := c.cfg.Checkpoints.Repo(wsID, w.Path)
