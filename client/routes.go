@@ -183,6 +183,11 @@ func (c *Client) Pending(ctx context.Context, workspaceID, sessionID string) (pr
 // it; follow the run on an event stream, opened before prompting so that no
 // event of the run is missed. An empty req.ClientID is filled with the
 // client's own.
+//
+// A prompt with req.IdempotencyKey set (a new UUID per prompt, say) may be
+// sent again with the same key after a timeout or a 5xx, on any node of a
+// cluster: if the first send was accepted, the retry answers with that
+// run's id and its state now, and starts nothing.
 func (c *Client) Prompt(ctx context.Context, workspaceID string, req proto.PromptRequest) (proto.PromptAccepted, error) {
 	if req.ClientID == "" {
 		req.ClientID = c.clientID

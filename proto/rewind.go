@@ -61,6 +61,9 @@ type Checkpoint struct {
 	RunID     string `json:"run_id"`
 	MessageID string `json:"message_id"`
 	CreatedAt Time   `json:"created_at"`
+	// Missing marks a checkpoint the server could not save (a full data
+	// disk): its run changed files, and there is no way back to before it.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // CheckpointList is the body of GET .../checkpoints.

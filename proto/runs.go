@@ -9,6 +9,9 @@ const (
 	// RunSteered: the prompt joined the session's active run (delivery
 	// steer); the answer's run_id is that run's.
 	RunSteered = "steered"
+	// RunEnded: in the answer to a prompt retried with the
+	// idempotency key of one accepted before, that run has ended.
+	RunEnded = "completed"
 )
 
 // Deliveries of a prompt (PromptRequest.Delivery).
@@ -37,7 +40,16 @@ type PromptRequest struct {
 	ClientID    string       `json:"client_id,omitempty"`
 	// Delivery is DeliveryQueue ("" too) or DeliverySteer.
 	Delivery string `json:"delivery,omitempty"`
+	// IdempotencyKey (1 to MaxIdempotencyKey printable characters; ""
+	// for none) makes the prompt safe to retry: a prompt whose key its
+	// session accepted within the last 24 hours is answered with that
+	// run's id and its state now, and starts nothing, on any node.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
+
+// MaxIdempotencyKey is the most characters a prompt's idempotency key
+// may have.
+const MaxIdempotencyKey = 128
 
 // Attachment is a file of the workspace or an inline blob sent with a prompt.
 type Attachment struct {

@@ -1189,9 +1189,13 @@ func (x *execution) queue(d workspace.Draft) {
 // that follows the one in flight (see now). Between those points its writes
 // share one commit instead of taking one each.
 //
-// When the store refuses them, the events that are kept (all but deltas)
-// go back to the head of the queue for the next flush, the run is marked
-// failed (see halt) and its model request, if one is in flight, ends.
+// A store that refuses them for a while (storage unavailable: a database
+// restarting, an owner renewing a lease that lapsed meanwhile) is waited
+// for, storeWait at most, the run paused: it goes on once the store takes
+// them. Past that, or on another error, the events that are kept (all but
+// deltas) go back to the head of the queue for the next flush, the run is
+// marked failed (see halt) and its model request, if one is in flight,
+// ends.
 func (x *execution) flush() error {
 	x.flushing.Lock()
 	defer x.flushing.Unlock()
@@ -1206,6 +1210,9 @@ func (x *execution) flush() error {
 	if err == nil {
 		return nil
 	}
+	if ds, err = x.awaitStore(ds, err); err == nil {
+		return nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.failed == nil {
@@ -1218,6 +1225,37 @@ func (x *execution) flush() error {
 		x.stopModel()
 	}
 	return err
+}
+
+// storeWait bounds how long a flush waits for a store that is unavailable
+// before the run fails: longer than a database restart an owner outlives
+// (cluster.Node keeps a lapsed lease half a lease past its end).
+const storeWait = 10 * time.Second
+
+// awaitStore emits ds again, after err, while the store is unavailable,
+// for storeWait at most, unless the run stops meanwhile. Deltas are not
+// worth the wait: only the kept events are emitted again. It returns the
+// events still to emit and the last error, nil once they are emitted.
+func (x *execution) awaitStore(ds []workspace.Draft, err error) ([]workspace.Draft, error) {
+	deadline := time.Now().Add(storeWait)
+	for wait := settleFirstWait; errors.Is(err, store.ErrUnavailable) && time.Now().Before(deadline) && !x.stopped(); wait = min(2*wait, settleMaxWait) {
+		ds = slices.DeleteFunc(ds, func(d workspace.Draft) bool { return d.Ephemeral })
+		if len(ds) == 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-x.ctx.Done():
+			t.Stop()
+			return ds, err
+		}
+		if _, err = x.run.Workspace.EmitAll(x.ctx, ds); err == nil {
+			x.log.Info("run's events written: the store takes writes again")
+			return nil, nil
+		}
+	}
+	return ds, err
 }
 
 // endsRun reports whether m is a run's last assistant message.

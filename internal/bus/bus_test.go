@@ -551,3 +551,49 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+// A feed that cannot catch up from the log for StallAfter says so, at
+// each failed try from then on (its streams are silent meanwhile), and
+// stops saying so once it delivers again; one that fails briefly does not.
+func TestFollowReportsAStall(t *testing.T) {
+	l, log := NewLocal(), newMemLog()
+	p, err := l.Publisher("w", 1) // event 1 is only in the log now
+	require.NoError(t, err)
+	defer p.Close()
+	log.commit(testEvent(1, true))
+	log.mu.Lock()
+	log.failures = 1 << 20
+	log.mu.Unlock()
+	stalls := make(chan time.Time, 100)
+	f := &Follower{Bus: l, Log: log, Retry: 20 * time.Millisecond, StallAfter: 200 * time.Millisecond}
+	rec := newRecorder()
+	start := time.Now()
+	feed, err := f.FollowOr("w", 0, rec.fn, func() { stalls <- time.Now() })
+	require.NoError(t, err)
+	defer feed.Close()
+	var first time.Time
+	select {
+	case first = <-stalls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a feed failing for 5 s did not report a stall")
+	}
+	assert.GreaterOrEqual(t, first.Sub(start), 200*time.Millisecond, "not before StallAfter")
+	select {
+	case <-stalls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a feed still failing did not report its stall again")
+	}
+
+	log.mu.Lock()
+	log.failures = 0
+	log.mu.Unlock()
+	rec.waitFor(t, 1)
+	for len(stalls) > 0 {
+		<-stalls
+	}
+	e := testEvent(2, true)
+	log.commit(e)
+	p.Publish(e)
+	rec.waitFor(t, 2)
+	assert.Empty(t, stalls, "a feed that delivers is not stalled")
+}

@@ -65,7 +65,14 @@ type Follower struct {
 	MaxQueued int
 	// Retry is the longest wait between tries of a failing catch-up.
 	Retry time.Duration
+	// StallAfter is how long a feed may fail to catch up before it counts
+	// as stalled (see FollowOr); DefaultStallAfter when 0.
+	StallAfter time.Duration
 }
+
+// DefaultStallAfter is Follower.StallAfter's default: a few seconds, far
+// less than a client waits in silence before it thinks the server gone.
+const DefaultStallAfter = 3 * time.Second
 
 // Feed delivers one workspace's events to its function, from a goroutine
 // of its own, until Close.
@@ -73,6 +80,8 @@ type Feed struct {
 	f  *Follower
 	ws string
 	fn func(Event)
+	// stalled, when set, is called while the feed cannot deliver.
+	stalled func()
 
 	mu     sync.Mutex
 	queue  []Event
@@ -91,8 +100,19 @@ type Feed struct {
 // Follow is called, then every event published after Follow returns. fn
 // gets them one at a time, in seq order, on the feed's goroutine.
 func (f *Follower) Follow(workspaceID string, after int64, fn func(Event)) (*Feed, error) {
+	return f.FollowOr(workspaceID, after, fn, nil)
+}
+
+// FollowOr is Follow, and calls stalled (on the feed's goroutine) when the
+// feed has failed to catch up from the log for StallAfter, and again at
+// each failed try after that, until one succeeds: the live events wait
+// behind events only the log has (the bus dropped some, or restarted), and
+// the log cannot be read. The feed's streams are then silent, which their
+// clients cannot tell from a quiet workspace: stalled is the time to end
+// them, so they resume from a node that can serve them.
+func (f *Follower) FollowOr(workspaceID string, after int64, fn func(Event), stalled func()) (*Feed, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	fd := &Feed{f: f, ws: workspaceID, fn: fn, wake: make(chan struct{}, 1), ctx: ctx, stop: stop,
+	fd := &Feed{f: f, ws: workspaceID, fn: fn, stalled: stalled, wake: make(chan struct{}, 1), ctx: ctx, stop: stop,
 		done: make(chan struct{})}
 	// Subscribe before asking where the events end: whatever is published
 	// after the answer is then on its way to us.
@@ -152,8 +172,14 @@ func (fd *Feed) signal() {
 // Follow asked (-1 when it could not tell).
 func (fd *Feed) run(last, head int64) {
 	defer close(fd.done)
-	var batch []Event
+	var (
+		batch []Event
+		// failing is when the first try of the current run of failed
+		// ones began; zero while the feed delivers.
+		failing time.Time
+	)
 	for {
+		began := time.Now()
 		fd.mu.Lock()
 		resync := fd.resync || head >= 0
 		fd.resync = false
@@ -183,8 +209,20 @@ func (fd *Feed) run(last, head int64) {
 				batch = nil
 			}
 		}
-		if err != nil && !fd.retry(err) {
-			return
+		if err != nil {
+			if failing.IsZero() {
+				failing = began
+			}
+			if fd.stalled != nil && time.Since(failing) >= fd.f.stallAfter() {
+				fd.f.logger().Warn("bus: feed stalled: its streams end, to resume where they can be served",
+					"workspace_id", fd.ws, "failing_for", time.Since(failing).Round(time.Millisecond))
+				fd.stalled()
+			}
+			if !fd.retry(err) {
+				return
+			}
+		} else {
+			failing = time.Time{}
 		}
 		clear(batch) // drop references to delivered events' data
 		fd.mu.Lock()
@@ -324,6 +362,13 @@ func (f *Follower) logger() *slog.Logger {
 		return slog.Default()
 	}
 	return f.Logger
+}
+
+func (f *Follower) stallAfter() time.Duration {
+	if f.StallAfter <= 0 {
+		return DefaultStallAfter
+	}
+	return f.StallAfter
 }
 
 func (f *Follower) maxQueued() int {

@@ -29,6 +29,19 @@ import (
 // the node that has it, and the message carries its id: every command is
 // one request and one reply.
 
+// A command carries its deadline: the moment its sender stops waiting for
+// the answer (less the answer's way back). The owner refuses a command
+// that arrives past it and serves the others within it, so an answer the
+// sender gave up on (its client told workspace_unavailable, which says
+// nothing happened) never had an effect: nothing of a late command runs.
+// The nodes' clocks are taken to agree to well within a second (NTP), as
+// the leases' expiry does already.
+
+// answerRoom is the part of a command's time kept for its answer's way
+// back (a quarter of a shorter time): the owner's deadline is the
+// sender's less it.
+const answerRoom = 2 * time.Second
+
 // maxServing bounds the commands a node serves at once.
 const maxServing = 1024
 
@@ -90,6 +103,9 @@ type command struct {
 	// IDs are the workspaces of a views command.
 	IDs    []string       `json:"ids,omitempty"`
 	Caller *domain.Caller `json:"caller,omitempty"`
+	// Deadline (Unix milliseconds) is when the owner must have served
+	// the command; past it, the owner refuses it.
+	Deadline int64 `json:"deadline,omitempty"`
 	// Body is the call's request struct.
 	Body json.RawMessage `json:"body,omitempty"`
 }
@@ -122,12 +138,14 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 	if who, ok := domain.CallerFrom(ctx); ok {
 		c.Caller = &who
 	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	c.Deadline = deadline.Add(-min(answerRoom, time.Until(deadline)/4)).UnixMilli()
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", c.Op, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
-	defer cancel()
 	m, err := n.message(ctx, commandSubject(owner), data)
 	if err != nil {
 		return err
@@ -265,6 +283,18 @@ func (n *Node) serve(m *nats.Msg) {
 	if err != nil {
 		n.respond(m, c, err)
 		return
+	}
+	if c.Deadline != 0 {
+		deadline := time.UnixMilli(c.Deadline)
+		if !time.Now().Before(deadline) {
+			n.log.Warn("refused a command past its deadline", "op", c.Op, "workspace_id", c.WorkspaceID,
+				"late", time.Since(deadline).Round(time.Millisecond))
+			n.respond(m, c, apierr.Errorf(proto.CodeWorkspaceUnavailable, "the call reached the workspace's owner after its deadline; nothing was done"))
+			return
+		}
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
 	}
 	if c.Op != opOpen && c.Op != opViews && !n.owns(c.WorkspaceID) {
 		// Lost (or never had) it since the sender looked.

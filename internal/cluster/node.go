@@ -43,7 +43,8 @@ import (
 )
 
 // Defaults of Config's zero durations. A dead owner's workspace is taken
-// within LeaseTTL + Tick (about 6 s), well inside the contract's 15 s.
+// within LeaseTTL + takeGrace + Tick (about 11 s), inside the contract's
+// 15 s.
 const (
 	DefaultLeaseTTL = 5 * time.Second
 	DefaultTick     = time.Second
@@ -133,6 +134,10 @@ type Node struct {
 	csub    *nats.Subscription
 	// swept is when the loop last swept the blobs nobody took.
 	swept time.Time
+	// heardSince is when the loop last found this node's bus connection
+	// up after it was down (its start, at first); zero while it is down.
+	// Only the loop uses it.
+	heardSince time.Time
 	// serving counts the commands being served, bounded by maxServing so
 	// a flood cannot start unbounded goroutines.
 	serving chan struct{}
@@ -179,6 +184,7 @@ func (n *Node) Start() error {
 	if err := n.cfg.NATS.Flush(); err != nil {
 		return fmt.Errorf("cluster: listen for commands: %w", err)
 	}
+	n.heardSince = time.Now()
 	n.wg.Add(2)
 	go n.loop()
 	go n.claimsLoop()
@@ -219,7 +225,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 	n.mu.Lock()
 	known, ok := n.owners[workspaceID]
 	n.mu.Unlock()
-	if ok && live(known, now) {
+	if ok && n.held(known, now) {
 		return known.Owner, nil
 	}
 	l, err := n.cfg.Store.GetLease(ctx, workspaceID)
@@ -230,7 +236,7 @@ func (n *Node) route(ctx context.Context, workspaceID string) (string, error) {
 		}
 	case err != nil:
 		return "", err
-	case live(l, now) && l.Owner != n.cfg.NodeID:
+	case n.held(l, now) && l.Owner != n.cfg.NodeID:
 		n.remember(l)
 		return l.Owner, nil
 	case live(l, now):
@@ -424,10 +430,26 @@ func (n *Node) loop() {
 // that stopped reporting); a change is reported at once besides (see
 // StreamsChanged). And the owner releases the claims of nodes that
 // stopped reporting.
+//
+// Silence from the bus is not the departure of clients: while this node
+// cannot hear the bus, and until it has heard it for as long as a report
+// is counted, it keeps the claims it last knew. A workspace whose clients
+// are all on other nodes is not closed, its runs not canceled nor its
+// clients' tools dropped, by an outage of the bus.
 func (n *Node) reportClaims() {
+	maxAge := claimsMaxAge * n.cfg.Tick
+	switch up := n.cfg.NATS.IsConnected(); {
+	case !up:
+		n.heardSince = time.Time{}
+	case n.heardSince.IsZero():
+		n.heardSince = time.Now()
+	}
+	heard := !n.heardSince.IsZero() && time.Since(n.heardSince) > maxAge
 	for _, ws := range n.cfg.Workspaces.Loaded() {
 		if ws.Owned() {
-			n.claimsOf(ws).expire(claimsMaxAge * n.cfg.Tick)
+			if heard {
+				n.claimsOf(ws).expire(maxAge)
+			}
 			continue
 		}
 		n.reportClaimsOf(ws)
@@ -566,9 +588,13 @@ func (n *Node) renew() {
 				n.owned[l.WorkspaceID] = got
 			}
 			n.mu.Unlock()
-		case errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(l.Expires):
-			// Lost, or cannot tell before it ends: either way another node
-			// may own it now.
+		case errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(l.Expires.Add(n.keepGrace())):
+			// Lost, or cannot tell before the grace past its end is over:
+			// either way another node may own it now. Within the grace
+			// (the database restarting, say) its runs go on: no other
+			// node takes a lease before its takeover grace (watch), and
+			// renewing an expired lease nobody took takes it back at the
+			// same epoch.
 			if n.drop(l.WorkspaceID, "lease_lost") {
 				n.spawn(func() { n.disown(l.WorkspaceID, "lease_lost") })
 			}
@@ -592,7 +618,7 @@ func (n *Node) watch() {
 		if n.owns(l.WorkspaceID) {
 			continue
 		}
-		if live(l, now) {
+		if n.held(l, now) {
 			n.remember(l)
 			continue
 		}
@@ -646,4 +672,26 @@ func (n *Node) Close() {
 // longer or take over a little earlier, never write without a lease.
 func live(l store.Lease, now time.Time) bool {
 	return !l.Expires.IsZero() && l.Expires.After(now)
+}
+
+// An owner that cannot renew its lease (the database restarting, or out
+// of its reach) keeps its workspaces, their runs going on, for keepGrace
+// past the lease's end, trying to renew; the other nodes leave an expired
+// lease to its owner for takeGrace, longer, before they take it. So an
+// owner that reaches the database again within keepGrace takes its lease
+// back with no other owner in between, and its runs are not interrupted;
+// a dead owner's workspaces are taken within LeaseTTL + takeGrace + Tick.
+
+// keepGrace is how long past its end this node keeps a lease it could not
+// renew.
+func (n *Node) keepGrace() time.Duration { return n.cfg.LeaseTTL / 2 }
+
+// takeGrace is how long past its end an unreleased lease is still left to
+// its owner.
+func (n *Node) takeGrace() time.Duration { return n.cfg.LeaseTTL }
+
+// held reports whether another node's lease l is still its owner's at now:
+// live, or expired (not released) less than takeGrace ago.
+func (n *Node) held(l store.Lease, now time.Time) bool {
+	return !l.Expires.IsZero() && l.Expires.Add(n.takeGrace()).After(now)
 }

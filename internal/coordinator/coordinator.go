@@ -169,6 +169,8 @@ type run struct {
 	config *config.Config
 	// compact makes it a compaction run (POST .../compact): no prompt.
 	compact bool
+	// key is the prompt's idempotency key, "" for none.
+	key string
 
 	// steers are the prompts that joined the run (delivery steer) and
 	// that it has not taken yet; closed is set when it took its last:
@@ -345,7 +347,7 @@ func (c *Coordinator) Prompt(ctx context.Context, wsID string, req proto.PromptR
 	r := &run{
 		id: uuid.NewString(), prompt: req.Prompt, clientID: req.ClientID, attachments: atts,
 		session: &sess, changes: changes, name: sess.Title == session.DefaultTitle, config: cfg,
-		actor: auth.ActorFrom(ctx),
+		actor: auth.ActorFrom(ctx), key: req.IdempotencyKey,
 	}
 	if len(atts) > 0 {
 		// Encoded before any lock is taken: it copies up to 20 MiB.
@@ -378,6 +380,11 @@ func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessio
 		sr.mu.Unlock()
 		return "", 0, err
 	}
+	if id, state, position, found, err := c.priorLocked(ctx, sr, r); err != nil || found {
+		sr.mu.Unlock()
+		r.id = id
+		return state, position, err
+	}
 	active, _ := sr.current()
 	if active == nil || !active.steerableLocked() {
 		sr.mu.Unlock()
@@ -392,6 +399,7 @@ func (c *Coordinator) steer(ctx context.Context, ws *workspace.Workspace, sessio
 		// Kept until the run ends: if it ends on another owner, or after
 		// a crash, the steered prompt still has them.
 		Attachments: keep(st.MessageID, r.encoded),
+		PromptKey:   promptKey(r),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept steered prompt: %w", err)
 	}
@@ -431,6 +439,10 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 	if err := c.admitLocked(ctx, sr, deletes); err != nil {
 		return "", 0, err
 	}
+	if id, state, position, found, err := c.priorLocked(ctx, sr, r); err != nil || found {
+		r.id = id
+		return state, position, err
+	}
 	state, position = proto.RunRunning, 0
 	// Counted as Status counts: the head of the queue the worker has not
 	// picked up yet is the active run, not a queued one.
@@ -446,6 +458,7 @@ func (c *Coordinator) accept(ctx context.Context, ws *workspace.Workspace, sessi
 		// With the event, in its transaction: a run queued when this
 		// server dies runs with them on the next owner.
 		Attachments: keep("", r.encoded),
+		PromptKey:   promptKey(r),
 	}); err != nil {
 		return "", 0, fmt.Errorf("accept run: %w", err)
 	}
@@ -526,7 +539,7 @@ func validatePrompt(req proto.PromptRequest) error {
 			return apierr.Invalid("client_id must be a UUID, got %q", req.ClientID)
 		}
 	}
-	return nil
+	return checkIdempotencyKey(req.IdempotencyKey)
 }
 
 // enqueueLocked queues r and starts the session's worker if none runs.

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/agent"
 	"github.com/tandem-dev/tandem/internal/config"
@@ -18,7 +19,7 @@ import (
 
 // Store is what the coordinator reads of the store: sessions (a fence
 // after a delete), the workspaces' logs (Recover) and the attachments kept
-// for runs.
+// for runs, the prompts' idempotency keys.
 type Store interface {
 	GetSession(ctx context.Context, workspaceID, id string) (store.Session, error)
 	GetWorkspace(ctx context.Context, id string) (store.Workspace, error)
@@ -28,6 +29,7 @@ type Store interface {
 	SetRecoveredThrough(ctx context.Context, workspaceID string, seq int64) error
 	RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error)
 	ListPending(ctx context.Context, workspaceID string) ([]store.Pending, error)
+	PromptByKey(ctx context.Context, sessionID, key string, since time.Time) (runID string, err error)
 }
 
 // Workspaces finds the open workspaces runs belong to.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/agent"
 	"github.com/tandem-dev/tandem/internal/provider"
@@ -148,6 +149,17 @@ func (s *memStore) RunAttachments(_ context.Context, runID string) ([]store.Atta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.attachments[runID]), nil
+}
+
+func (s *memStore) PromptByKey(_ context.Context, sessionID, key string, since time.Time) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range slices.Backward(s.events) {
+		if k := e.PromptKey; k != nil && e.SessionID == sessionID && k.Key == key && !k.At.Before(since) {
+			return e.RunID, nil
+		}
+	}
+	return "", store.ErrNotFound
 }
 
 func (s *memStore) CreateSession(_ context.Context, rec store.Session) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +40,11 @@ type runCheckpoint struct {
 
 	mu    sync.Mutex
 	taken *store.Checkpoint
+	// warned is set once the session was told the checkpoint is missing.
+	warned bool
+	// missing is set once the run's checkpoint could not be saved: it is
+	// listed as missing, and not tried again at each call.
+	missing bool
 }
 
 // checkpointer returns the hooks of a run's checkpoint; nil when the
@@ -57,7 +63,7 @@ func (c *Coordinator) checkpointer(ws *workspace.Workspace, sessionID string, ar
 func (rc *runCheckpoint) before(ctx context.Context) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.taken != nil {
+	if rc.taken != nil || rc.missing {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -66,11 +72,16 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	list, err := rc.rw.ListCheckpoints(ctx, rc.sid)
 	if err != nil {
 		log.Warn("checkpoint not taken", "err", err)
+		rc.warnLocked(ctx, err)
 		return
 	}
 	for i := range list {
 		if list[i].RunID == rc.ar.ID {
-			rc.taken = &list[i]
+			if list[i].Commit == "" {
+				rc.missing = true // it could not be saved before it was suspended
+			} else {
+				rc.taken = &list[i]
+			}
 			return
 		}
 	}
@@ -89,6 +100,38 @@ func (rc *runCheckpoint) before(ctx context.Context) {
 	}
 	if err != nil {
 		log.Warn("checkpoint not taken", "err", err)
+		rc.warnLocked(ctx, err)
+		// Listed as missing, where the store can still say so (a cluster's
+		// database is not on the full disk): a client choosing where to go
+		// back to sees the gap, not a silently shorter list.
+		rc.missing = true
+		ck := store.Checkpoint{ID: uuid.NewString(), WorkspaceID: rc.ws.ID, SessionID: rc.sid, RunID: rc.ar.ID,
+			MessageID: rc.ar.UserMessageID, CreatedAt: time.Now().UTC()}
+		if err := rc.rw.PutCheckpoint(ctx, ck); err != nil {
+			log.Warn("missing checkpoint not listed", "err", err)
+		}
+	}
+}
+
+// warnLocked tells the session's clients, once per run, that the run
+// changes files with no checkpoint before it (a full data disk, say): no
+// rewind to before it will be possible, and nobody would know otherwise.
+// The reason stays in the server's log; the clients get its kind only.
+func (rc *runCheckpoint) warnLocked(ctx context.Context, err error) {
+	if rc.warned {
+		return
+	}
+	rc.warned = true
+	why := "the server could not save it (its log says why)"
+	if errors.Is(err, syscall.ENOSPC) {
+		why = "the server's data disk is full"
+	}
+	if _, err := rc.ws.Emit(ctx, workspace.Draft{
+		Type: proto.EventSessionLog, SessionID: rc.sid, RunID: rc.ar.ID,
+		Data: proto.SessionLog{Level: "warning", Message: fmt.Sprintf(
+			"no checkpoint was taken before run %s changed files: %s; a rewind to before this run will not be possible", rc.ar.ID, why)},
+	}); err != nil {
+		rc.c.log.Warn("tell the session its checkpoint is missing", "run_id", rc.ar.ID, "err", err)
 	}
 }
 
@@ -103,7 +146,7 @@ func (rc *runCheckpoint) endLost() {
 		return
 	}
 	for i := range list {
-		if list[i].RunID == rc.ar.ID {
+		if list[i].RunID == rc.ar.ID && list[i].Commit != "" {
 			rc.mu.Lock()
 			rc.taken = &list[i]
 			rc.mu.Unlock()
@@ -155,7 +198,7 @@ func (c *Coordinator) Checkpoints(ctx context.Context, wsID, sessionID string) (
 		return nil, fmt.Errorf("list checkpoints of %s: %w", rec.ID, err)
 	}
 	for _, ck := range list {
-		out = append(out, proto.Checkpoint{ID: ck.ID, RunID: ck.RunID, MessageID: ck.MessageID, CreatedAt: proto.Time{Time: ck.CreatedAt}})
+		out = append(out, proto.Checkpoint{ID: ck.ID, RunID: ck.RunID, MessageID: ck.MessageID, CreatedAt: proto.Time{Time: ck.CreatedAt}, Missing: ck.Commit == ""})
 	}
 	return out, nil
 }
@@ -171,9 +214,19 @@ func (c *Coordinator) checkpoint(ctx context.Context, sessionID, id string) (sto
 	if err != nil {
 		return store.Checkpoint{}, nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, err)
 	}
+	// A checkpoint that could not be saved is listed, and is no way back.
+	saved := make([]store.Checkpoint, 0, len(list))
 	for _, ck := range list {
+		switch {
+		case ck.Commit != "":
+			saved = append(saved, ck)
+		case ck.ID == id:
+			notFound = apierr.Errorf(proto.CodeCheckpointNotFound, "checkpoint %q of session %s could not be saved when its run changed files (see the run's session.log warning): there is no way back to it", id, sessionID)
+		}
+	}
+	for _, ck := range saved {
 		if ck.ID == id {
-			return ck, list, nil
+			return ck, saved, nil
 		}
 	}
 	return store.Checkpoint{}, nil, notFound
@@ -389,7 +442,9 @@ func (c *Coordinator) collectWorkspace(ctx context.Context, wsID string) error {
 			return err
 		}
 		for _, ck := range list {
-			live = append(live, ck.Commit, ck.End)
+			if ck.Commit != "" {
+				live = append(live, ck.Commit, ck.End)
+			}
 		}
 	}
 	repo, err := c.cfg.Checkpoints.Repo(wsID, w.Path)

@@ -47,9 +47,13 @@ func (s *Server) joinCluster(ctx context.Context) (*postgres.Fences, error) {
 		return nil, err
 	}
 	// Commands between nodes go on a connection of their own: a burst of
-	// events never queues a prompt behind it.
+	// events never queues a prompt behind it. It keeps no reconnect
+	// buffer: a command sent while the bus is away fails at once (the
+	// client is told workspace_unavailable), where a buffered one would
+	// reach the owner once the bus is back, after its sender gave up, and
+	// run although the client was told it did not.
 	nc, err := nats.Connect(cfg.BusURL, nats.Name(s.nodeID+"/forward"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond))
+		nats.ReconnectWait(250*time.Millisecond), nats.ReconnectBufSize(-1))
 	if err != nil {
 		nb.Close()
 		db.Close()

@@ -107,6 +107,23 @@ type Event struct {
 	// the run's run.completed, whose transaction deletes them. Not read back
 	// with the event: see Events.RunAttachments.
 	Attachments *Attachments
+	// PromptKey, when set, is the idempotency key the prompt the event
+	// accepts (a run.accepted, steered or not) came with: kept for the
+	// event's session and run in the event's transaction, so that a retry
+	// finds the run on any node, after any restart (Events.PromptByKey).
+	// The session's keys older than PromptKeyTTL go in the same
+	// transaction. Not read back with the event.
+	PromptKey *PromptKey
+}
+
+// PromptKeyTTL is how long an accepted prompt's idempotency key names its
+// run (the contract's 24 hours).
+const PromptKeyTTL = 24 * time.Hour
+
+// PromptKey is a prompt's idempotency key and when it was accepted.
+type PromptKey struct {
+	Key string
+	At  time.Time
 }
 
 // Attachments are an accepted prompt's attachments, kept for its run until
@@ -206,6 +223,10 @@ type Events interface {
 	// (Event.Attachments) in the order their events were appended; none
 	// once the run completed, or when it had none.
 	RunAttachments(ctx context.Context, runID string) ([]Attachments, error)
+	// PromptByKey returns the run whose prompt was accepted in the session
+	// with the idempotency key (Event.PromptKey) at or after since;
+	// ErrNotFound when there is none.
+	PromptByKey(ctx context.Context, sessionID, key string, since time.Time) (runID string, err error)
 }
 
 // PendingWork is the store's role for parked work: pending permission

@@ -221,6 +221,9 @@ func (m Model) rewindView(w, h int) []string {
 	labels := make([]string, len(r.list))
 	for i, cp := range r.list {
 		labels[i] = cp.CreatedAt.Local().Format("Jan _2 15:04:05") + "  " + SanitizeLine(m.tr.promptOf(cp.MessageID))
+		if cp.Missing {
+			labels[i] += "  (not saved: no way back)"
+		}
 	}
 	lines = append(lines, pickRows(labels, r.cur, 5, w, st)...)
 	cp, _ := r.selected()

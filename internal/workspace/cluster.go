@@ -33,7 +33,10 @@ func (w *Workspace) errNotOwner() error {
 // last seq its topic published. Call without an owner.
 func (w *Workspace) follow() {
 	f := w.m.cfg.Follower
-	feed, err := f.Follow(w.ID, w.topic.Head(), w.followed)
+	// A feed that cannot catch up (the store out of reach) would leave
+	// the streams here in silence: they end instead, and their clients
+	// resume (Last-Event-ID) from a node that can serve them.
+	feed, err := f.FollowOr(w.ID, w.topic.Head(), w.followed, w.topic.Disconnect)
 	if err != nil {
 		// The bus refuses only when closed (shutdown): streams then get
 		// nothing more, as on a stopping single node.

@@ -55,6 +55,10 @@ type Draft struct {
 	// Attachments, when set, are kept for the run with the event, in one
 	// transaction (see store.Event); only a kept event carries them.
 	Attachments *store.Attachments
+	// PromptKey, when set, is the idempotency key of the prompt the event
+	// accepts, kept with it in one transaction (see store.Event); only a
+	// kept event carries it.
+	PromptKey *store.PromptKey
 }
 
 // eventLog numbers, persists and publishes a workspace's events.
@@ -293,6 +297,7 @@ func (w *Workspace) number(ctx context.Context, d Draft) (proto.Event, *store.Ev
 		Session:     d.Session,
 		Usage:       d.Usage,
 		Attachments: d.Attachments,
+		PromptKey:   d.PromptKey,
 	}, sl, nil
 }
 

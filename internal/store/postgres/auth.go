@@ -63,7 +63,7 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) error {
 }
 
 func (db *DB) tokenWhere(ctx context.Context, what, where string, arg any) (store.Token, error) {
-	t, err := scanToken(db.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE `+where, arg))
+	t, err := scanToken(db.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE `+where, arg))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -85,7 +85,7 @@ func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
 
 // ListTokens implements store.Auth.
 func (db *DB) ListTokens(ctx context.Context, now time.Time) ([]store.Token, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+tokenCols+` FROM tokens
+	rows, err := db.query(ctx, `SELECT `+tokenCols+` FROM tokens
 		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) ORDER BY created_at, id`, micro(now))
 	out, err := collect(rows, err, func(r pgx.Rows) (store.Token, error) { return scanToken(r) })
 	if err != nil {
@@ -96,7 +96,7 @@ func (db *DB) ListTokens(ctx context.Context, now time.Time) ([]store.Token, err
 
 // RevokeToken implements store.Auth.
 func (db *DB) RevokeToken(ctx context.Context, id string, at time.Time) error {
-	tag, err := db.pool.Exec(ctx, `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, micro(at))
+	tag, err := db.exec(ctx, `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, micro(at))
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
@@ -108,7 +108,7 @@ func (db *DB) RevokeToken(ctx context.Context, id string, at time.Time) error {
 
 // TouchToken implements store.Auth.
 func (db *DB) TouchToken(ctx context.Context, id string, at time.Time) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1`, id, micro(at)); err != nil {
+	if _, err := db.exec(ctx, `UPDATE tokens SET last_used_at = $2 WHERE id = $1`, id, micro(at)); err != nil {
 		return fmt.Errorf("touch token %s: %w", id, classify(err))
 	}
 	return nil
@@ -117,9 +117,9 @@ func (db *DB) TouchToken(ctx context.Context, id string, at time.Time) error {
 // AppendAudit implements store.Auth.
 func (db *DB) AppendAudit(ctx context.Context, e store.AuditEntry) (int64, error) {
 	var id int64
-	err := db.pool.QueryRow(ctx, `INSERT INTO audit (time, token_id, name, client_id, action, workspace_id, session_id, run_id, detail)
+	err := db.execRow(ctx, `INSERT INTO audit (time, token_id, name, client_id, action, workspace_id, session_id, run_id, detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		micro(e.Time), e.TokenID, e.Name, e.ClientID, e.Action, e.WorkspaceID, e.SessionID, e.RunID, e.Detail).Scan(&id)
+		[]any{micro(e.Time), e.TokenID, e.Name, e.ClientID, e.Action, e.WorkspaceID, e.SessionID, e.RunID, e.Detail}, &id)
 	if err != nil {
 		return 0, fmt.Errorf("append audit entry: %w", classify(err))
 	}
@@ -128,7 +128,7 @@ func (db *DB) AppendAudit(ctx context.Context, e store.AuditEntry) (int64, error
 
 // ListAudit implements store.Auth.
 func (db *DB) ListAudit(ctx context.Context, after int64, limit int) ([]store.AuditEntry, error) {
-	rows, err := db.pool.Query(ctx, `SELECT id, time, token_id, name, client_id, action, workspace_id, session_id, run_id, detail
+	rows, err := db.query(ctx, `SELECT id, time, token_id, name, client_id, action, workspace_id, session_id, run_id, detail
 		FROM audit WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
 	out, err := collect(rows, err, func(r pgx.Rows) (store.AuditEntry, error) {
 		var e store.AuditEntry

@@ -15,7 +15,7 @@ import (
 // DeleteBlobsOlderThan sweeps it): a node-to-node command's input or answer
 // too large for one bus message.
 func (db *DB) PutBlob(ctx context.Context, id string, data []byte) error {
-	if _, err := db.pool.Exec(ctx, `INSERT INTO cluster_blobs (id, data) VALUES ($1, $2)`, id, data); err != nil {
+	if _, err := db.exec(ctx, `INSERT INTO cluster_blobs (id, data) VALUES ($1, $2)`, id, data); err != nil {
 		return fmt.Errorf("put blob %s: %w", id, classify(err))
 	}
 	return nil
@@ -25,7 +25,7 @@ func (db *DB) PutBlob(ctx context.Context, id string, data []byte) error {
 // is none (taken, swept or never put).
 func (db *DB) TakeBlob(ctx context.Context, id string) ([]byte, error) {
 	var data []byte
-	err := db.pool.QueryRow(ctx, `DELETE FROM cluster_blobs WHERE id = $1 RETURNING data`, id).Scan(&data)
+	err := db.execRow(ctx, `DELETE FROM cluster_blobs WHERE id = $1 RETURNING data`, []any{id}, &data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}

@@ -12,15 +12,17 @@
 //
 // Small writes (events, messages, sessions, pending rows, approvals, marks)
 // go through a group commit, as in SQLite: one goroutine takes whatever
-// writes are queued and sends them as one pipelined batch, which PostgreSQL
-// runs as one implicit transaction: one round trip and one WAL flush for
-// many callers. A write that fails (a duplicate seq) is taken out and the
+// writes are queued and sends them as one pipelined batch in one
+// transaction, then its COMMIT once they answered: two round trips and one
+// WAL flush for many callers. A write that fails (a duplicate seq) is taken out and the
 // others are sent again, so it never fails its neighbours. Units commit in
 // the order they were queued. Once a write is queued it is carried out
-// whatever becomes of its caller's context, so a caller told "failed" never
-// finds its write committed later; the exception every networked database
-// shares is a connection lost while a commit was under way, whose outcome
-// is unknown: it is reported as store.ErrUnavailable.
+// whatever becomes of its caller's context until its deadline (the write
+// timeout), and a batch past it is never committed, however late its
+// statements reach the server: a caller told "failed" never finds its
+// write committed later. The exception every networked database shares is
+// a connection lost while a COMMIT was under way, whose outcome is
+// unknown: it is reported as store.ErrUnavailable.
 //
 // Failures of the database rather than of the request (a lost or refused
 // connection, an administrator shutdown, too many connections, a full disk
@@ -80,7 +82,10 @@ var migrationsFS embed.FS
 // DefaultWriteTimeout bounds each write once it is sent: a database that
 // stops answering (a partition with no reset) fails writes with
 // store.ErrUnavailable instead of holding them forever.
-const DefaultWriteTimeout = 30 * time.Second
+const DefaultWriteTimeout = 5 * time.Second
+
+// DefaultReadTimeout bounds each read (see read.go).
+const DefaultReadTimeout = 5 * time.Second
 
 // migrationLock is the advisory lock key that serializes migrations of
 // nodes starting together ("tandem" in ASCII).
@@ -88,8 +93,11 @@ const migrationLock = 0x74616e64656d
 
 // Options tune Open. The zero value is the defaults.
 type Options struct {
-	// WriteTimeout bounds a write once sent (DefaultWriteTimeout when 0).
+	// WriteTimeout bounds a write, queued then sent
+	// (DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
+	// ReadTimeout bounds a read (DefaultReadTimeout when 0).
+	ReadTimeout time.Duration
 }
 
 // DB is a Tandem store in a PostgreSQL database. It is safe for
@@ -99,6 +107,9 @@ type DB struct {
 	pool         *pgxpool.Pool
 	batch        *batcher
 	writeTimeout time.Duration
+	readTimeout  time.Duration
+	// health is shared with the group commit (see read.go).
+	health *health
 }
 
 var (
@@ -128,8 +139,11 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout}
-	db.batch = newBatcher(pool, opts.WriteTimeout)
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	db := &DB{pool: pool, writeTimeout: opts.WriteTimeout, readTimeout: opts.ReadTimeout, health: &health{}}
+	db.batch = newBatcher(pool, opts.WriteTimeout, db.health)
 	db.view = view{db: db}
 	return db, nil
 }

@@ -85,11 +85,25 @@ func (f *Fences) fenced1(workspaceID string, write func(s FencedStore) error) er
 	}
 	if err := write(s); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
+			if f.lapsed(s.Lease()) {
+				// Not lost: run out while the database was away, and
+				// nobody took it since. Its owner takes it back at its
+				// next renewal (cluster.Node), and the write may pass then.
+				return fmt.Errorf("%w: the lease of workspace %s ran out while the database was away; its owner is renewing it (%v)",
+					store.ErrUnavailable, workspaceID, err)
+			}
 			return fmt.Errorf("%w (%w)", &notOwner{workspaceID}, err)
 		}
 		return err
 	}
 	return nil
+}
+
+// lapsed reports whether l expired but is still l, unreleased and taken
+// by nobody since: renewing it takes it back.
+func (f *Fences) lapsed(l Lease) bool {
+	cur, err := f.DB.GetLease(context.Background(), l.WorkspaceID)
+	return err == nil && cur.Owner == l.Owner && cur.Epoch == l.Epoch && !cur.Expires.IsZero()
 }
 
 // ReserveSeq implements store.Store, fenced.

@@ -79,3 +79,32 @@ func TestFencesWriteOnlyUnderTheLease(t *testing.T) {
 	assert.False(t, p.Resolved, "an old owner's answer must not win")
 	assert.False(t, p.Settled)
 }
+
+// A lease that ran out while its owner could not reach the database, and
+// that nobody took since, is not lost: the owner's writes fail as
+// unavailable (retried, as for a database away) rather than as a lost
+// lease, write nothing, and pass again once the owner renewed it.
+func TestFencesLapsedLeaseIsUnavailableNotLost(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, pgtest.Database(t), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	w, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: "/w", CreatedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	f := NewFences(db)
+	l, err := db.AcquireLease(ctx, w.ID, "node-a", 200*time.Millisecond)
+	require.NoError(t, err)
+	f.Hold(l)
+	waitExpired(t, db, w.ID)
+
+	err = f.AppendEvent(ctx, fencedEvent(w.ID, 1))
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotErrorIs(t, err, ErrLeaseLost)
+	_, err = db.RenewLease(ctx, l, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, f.AppendEvent(ctx, fencedEvent(w.ID, 2)))
+	evs, err := db.WorkspaceEvents(ctx, w.ID, 0, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.EqualValues(t, 2, evs[0].Seq)
+}

@@ -36,8 +36,11 @@ type Leaser interface {
 	// lease is held (none yet, released, or expired: a takeover), with the
 	// next epoch. A live lease, even owner's own, yields a *HeldError.
 	AcquireLease(ctx context.Context, workspaceID, owner string, ttl time.Duration) (Lease, error)
-	// RenewLease extends a lease that is still held to ttl from now;
-	// ErrLeaseLost when it expired or changed hands.
+	// RenewLease extends a lease to ttl from now while it is l: held by
+	// l's owner at l's epoch, not released. One that expired but that
+	// nobody took since is renewed too: its owner takes it back with no
+	// other owner in between (a database restart outlasted the lease).
+	// ErrLeaseLost when it was released or changed hands.
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives the workspace up at once, so another node can take
 	// it without waiting for the expiry (a clean stop hands over this way).
@@ -138,7 +141,7 @@ func (db *DB) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease
 	defer cancel()
 	got, err := scanLease(db.pool.QueryRow(ctx, `
 		UPDATE workspace_leases SET expires_at = now() + $4 * interval '1 microsecond'
-		WHERE workspace_id = $1 AND owner = $2 AND epoch = $3 AND expires_at > now()
+		WHERE workspace_id = $1 AND owner = $2 AND epoch = $3 AND expires_at IS NOT NULL
 		RETURNING `+leaseCols, l.WorkspaceID, l.Owner, l.Epoch, ttl.Microseconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrLeaseLost
@@ -162,7 +165,7 @@ func (db *DB) ReleaseLease(ctx context.Context, l Lease) error {
 
 // GetLease implements Leaser.
 func (db *DB) GetLease(ctx context.Context, workspaceID string) (Lease, error) {
-	l, err := scanLease(db.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM workspace_leases WHERE workspace_id = $1`, workspaceID))
+	l, err := scanLease(db.queryRow(ctx, `SELECT `+leaseCols+` FROM workspace_leases WHERE workspace_id = $1`, workspaceID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -189,7 +192,7 @@ func (f *fenced) Close() error { return nil }
 // released ones included: what a node watching for workspaces to take
 // over reads, in one query however many workspaces there are.
 func (db *DB) Leases(ctx context.Context) ([]Lease, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+leaseCols+` FROM workspace_leases ORDER BY workspace_id`)
+	rows, err := db.query(ctx, `SELECT `+leaseCols+` FROM workspace_leases ORDER BY workspace_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", classify(err))
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -127,10 +126,7 @@ func TestFencedStaleEpochWritesFail(t *testing.T) {
 	for name, l := range map[string]Lease{"stale epoch": stale, "expired": expiring, "never held": {WorkspaceID: "w", Owner: "node-b", Epoch: 99}} {
 		if name == "expired" {
 			// Wait for the database's clock to pass the expiry.
-			require.Eventually(t, func() bool {
-				_, err := db.RenewLease(bg, expiring, time.Millisecond)
-				return errors.Is(err, ErrLeaseLost)
-			}, 10*time.Second, 20*time.Millisecond)
+			waitExpired(t, db, expiring.WorkspaceID)
 		}
 		f := db.Fenced(l)
 		require.Equal(t, l, f.Lease())
@@ -514,4 +510,37 @@ func TestLeasesListsEveryLease(t *testing.T) {
 	require.Equal(t, a, got[0])
 	require.Equal(t, "w2", got[1].WorkspaceID)
 	require.True(t, got[1].Expires.IsZero(), "a released lease has no expiry")
+}
+
+// waitExpired waits for the database's clock to pass the workspace's
+// lease's expiry.
+func waitExpired(t *testing.T, db *DB, workspaceID string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var expired bool
+		err := db.pool.QueryRow(bg, `SELECT expires_at <= now() FROM workspace_leases WHERE workspace_id = $1`, workspaceID).Scan(&expired)
+		return err == nil && expired
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// A lease that expired but that nobody took since (its owner could not
+// reach the database for longer than it lasts) is its owner's to renew,
+// at the same epoch: no other owner came in between. Once another node
+// took it, or it was released, it is lost.
+func TestLeaseRenewedAfterExpiryWhenNobodyTookIt(t *testing.T) {
+	db, _ := openTest(t)
+	mustWorkspace(t, db, "w")
+	a, err := db.AcquireLease(bg, "w", "node-a", 200*time.Millisecond)
+	require.NoError(t, err)
+	waitExpired(t, db, "w")
+	again, err := db.RenewLease(bg, a, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, a.Epoch, again.Epoch)
+	require.NoError(t, db.Fenced(again).AppendEvent(bg, ev("w", 1)), "its writes pass again")
+	_, err = db.AcquireLease(bg, "w", "node-b", time.Minute)
+	require.ErrorIs(t, err, ErrLeaseHeld)
+
+	require.NoError(t, db.ReleaseLease(bg, again))
+	_, err = db.RenewLease(bg, again, time.Minute)
+	require.ErrorIs(t, err, ErrLeaseLost, "a released lease is not taken back")
 }

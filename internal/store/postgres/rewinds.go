@@ -36,7 +36,7 @@ func (v *view) PutCheckpoint(ctx context.Context, c store.Checkpoint) error {
 
 // ListCheckpoints implements store.Rewinds.
 func (v *view) ListCheckpoints(ctx context.Context, sessionID string) ([]store.Checkpoint, error) {
-	rows, err := v.db.pool.Query(ctx, `
+	rows, err := v.db.query(ctx, `
 		SELECT id, workspace_id, session_id, run_id, message_id, commit_hash, end_hash, created_at
 		FROM checkpoints WHERE session_id = $1 ORDER BY seq`, sessionID)
 	out, err := collect(rows, err, func(r pgx.Rows) (store.Checkpoint, error) {
@@ -53,7 +53,7 @@ func (v *view) ListCheckpoints(ctx context.Context, sessionID string) ([]store.C
 
 // AllMessages implements store.Rewinds.
 func (v *view) AllMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT data, rewound FROM messages WHERE session_id = $1 ORDER BY ord`, sessionID)
+	rows, err := v.db.query(ctx, `SELECT data, rewound FROM messages WHERE session_id = $1 ORDER BY ord`, sessionID)
 	out, err := collect(rows, err, func(r pgx.Rows) (proto.Message, error) {
 		var (
 			data    []byte
@@ -78,7 +78,7 @@ func (v *view) AllMessages(ctx context.Context, sessionID string) ([]proto.Messa
 // and keep's end set.
 func (v *view) Rewind(ctx context.Context, sessionID, fromMessageID string, keep store.Checkpoint) (int, error) {
 	var one int
-	err := v.db.pool.QueryRow(ctx, `SELECT 1 FROM checkpoints WHERE id = $1 AND session_id = $2`, keep.ID, sessionID).Scan(&one)
+	err := v.db.queryRow(ctx, `SELECT 1 FROM checkpoints WHERE id = $1 AND session_id = $2`, keep.ID, sessionID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("rewind session %s: checkpoint %s: %w", sessionID, keep.ID, store.ErrNotFound)
 	}
@@ -92,7 +92,7 @@ func (v *view) Rewind(ctx context.Context, sessionID, fromMessageID string, keep
 		}
 		return 0, nil
 	}
-	err = v.db.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND session_id = $2`, fromMessageID, sessionID).Scan(&one)
+	err = v.db.queryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND session_id = $2`, fromMessageID, sessionID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("rewind session %s: message %s: %w", sessionID, fromMessageID, store.ErrNotFound)
 	}

@@ -79,7 +79,7 @@ func (v *view) EnsureWorkspace(ctx context.Context, w store.Workspace) (store.Wo
 
 // GetWorkspace implements store.Store.
 func (v *view) GetWorkspace(ctx context.Context, id string) (store.Workspace, error) {
-	w, err := scanWorkspace(v.db.pool.QueryRow(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE id = $1`, id))
+	w, err := scanWorkspace(v.db.queryRow(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -92,7 +92,7 @@ func (v *view) GetWorkspace(ctx context.Context, id string) (store.Workspace, er
 // ListWorkspaces implements store.Store. Equal creation times fall back to
 // insertion order.
 func (v *view) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT `+workspaceCols+` FROM workspaces ORDER BY created_at, ord`)
+	rows, err := v.db.query(ctx, `SELECT `+workspaceCols+` FROM workspaces ORDER BY created_at, ord`)
 	out, err := collect(rows, err, func(r pgx.Rows) (store.Workspace, error) { return scanWorkspace(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list workspaces: %w", err)
@@ -197,7 +197,7 @@ func (v *view) CreateSession(ctx context.Context, s store.Session) error {
 // GetSession implements store.Store. A session of another workspace is
 // reported as not found, so one workspace cannot reach into another.
 func (v *view) GetSession(ctx context.Context, workspaceID, id string) (store.Session, error) {
-	s, err := scanSession(v.db.pool.QueryRow(ctx,
+	s, err := scanSession(v.db.queryRow(ctx,
 		`SELECT `+sessionCols+` FROM sessions WHERE workspace_id = $1 AND id = $2`, workspaceID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -211,7 +211,7 @@ func (v *view) GetSession(ctx context.Context, workspaceID, id string) (store.Se
 // ListSessions implements store.Store. Ties on updated_at are broken by
 // created_at (newest first), then id, so the order is total and stable.
 func (v *view) ListSessions(ctx context.Context, workspaceID string) ([]store.Session, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+	rows, err := v.db.query(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE workspace_id = $1 ORDER BY updated_at DESC, created_at DESC, id`, workspaceID)
 	out, err := collect(rows, err, func(r pgx.Rows) (store.Session, error) { return scanSession(r) })
 	if err != nil {
@@ -282,7 +282,8 @@ func (v *view) DeleteSession(ctx context.Context, workspaceID, id string) error 
 		p AS (DELETE FROM pending WHERE session_id IN (SELECT id FROM target)),
 		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM target)),
 		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM target)),
-		k AS (DELETE FROM checkpoints WHERE session_id IN (SELECT id FROM target))
+		k AS (DELETE FROM checkpoints WHERE session_id IN (SELECT id FROM target)),
+		i AS (DELETE FROM prompt_keys WHERE session_id IN (SELECT id FROM target))
 		DELETE FROM sessions WHERE id IN (SELECT id FROM target)`,
 		args: []any{workspaceID, id}})
 	if err == nil && affected == 0 {
@@ -343,7 +344,7 @@ func putMessageStmt(id, sessionID string, data []byte) stmt {
 
 // ListMessages implements store.Store.
 func (v *view) ListMessages(ctx context.Context, sessionID string) ([]proto.Message, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT data FROM messages WHERE session_id = $1 AND NOT rewound ORDER BY ord`, sessionID)
+	rows, err := v.db.query(ctx, `SELECT data FROM messages WHERE session_id = $1 AND NOT rewound ORDER BY ord`, sessionID)
 	out, err := collect(rows, err, func(r pgx.Rows) (proto.Message, error) {
 		var (
 			data []byte
@@ -409,6 +410,14 @@ func (v *view) AppendEvents(ctx context.Context, es []store.Event) error {
 		if e.Type == proto.EventRunCompleted && e.RunID != "" {
 			stmts = append(stmts, stmt{sql: `DELETE FROM run_attachments WHERE run_id = $1`, args: []any{e.RunID}})
 		}
+		if k := e.PromptKey; k != nil {
+			stmts = append(stmts,
+				stmt{sql: `DELETE FROM prompt_keys WHERE session_id = $1 AND accepted_at < $2`,
+					args: []any{e.SessionID, k.At.Add(-store.PromptKeyTTL).UnixMilli()}},
+				stmt{sql: `INSERT INTO prompt_keys (session_id, idem_key, run_id, accepted_at) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (session_id, idem_key) DO UPDATE SET run_id = excluded.run_id, accepted_at = excluded.accepted_at`,
+					args: []any{e.SessionID, k.Key, e.RunID, k.At.UnixMilli()}})
+		}
 		stmts = append(stmts, stmt{sql: `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			args: []any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, nonNil(e.Envelope)}})
 	}
@@ -434,7 +443,7 @@ func (v *view) WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq
 	if upToSeq <= 0 {
 		upToSeq = math.MaxInt64
 	}
-	rows, err := v.db.pool.Query(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := v.db.query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE workspace_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`,
 		workspaceID, afterSeq, upToSeq, noLimit(limit))
 	out, err := collect(rows, err, scanEvent)
@@ -446,7 +455,7 @@ func (v *view) WorkspaceEvents(ctx context.Context, workspaceID string, afterSeq
 
 // SessionEvents implements store.Store.
 func (v *view) SessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := v.db.query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE session_id = $1 AND seq > $2 AND in_history ORDER BY seq LIMIT $3`,
 		sessionID, afterSeq, noLimit(limit))
 	out, err := collect(rows, err, scanEvent)
@@ -458,7 +467,7 @@ func (v *view) SessionEvents(ctx context.Context, sessionID string, afterSeq int
 
 // RunAttachments implements store.Store.
 func (v *view) RunAttachments(ctx context.Context, runID string) ([]store.Attachments, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT message_id, data FROM run_attachments WHERE run_id = $1 ORDER BY seq`, runID)
+	rows, err := v.db.query(ctx, `SELECT message_id, data FROM run_attachments WHERE run_id = $1 ORDER BY seq`, runID)
 	out, err := collect(rows, err, func(r pgx.Rows) (a store.Attachments, err error) {
 		return a, r.Scan(&a.MessageID, &a.Data)
 	})
@@ -468,10 +477,24 @@ func (v *view) RunAttachments(ctx context.Context, runID string) ([]store.Attach
 	return out, nil
 }
 
+// PromptByKey implements store.Store.
+func (v *view) PromptByKey(ctx context.Context, sessionID, key string, since time.Time) (string, error) {
+	var runID string
+	err := v.db.queryRow(ctx, `SELECT run_id FROM prompt_keys WHERE session_id = $1 AND idem_key = $2 AND accepted_at >= $3`,
+		sessionID, key, since.UnixMilli()).Scan(&runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("prompt of key in session %s: %w", sessionID, classify(err))
+	}
+	return runID, nil
+}
+
 // MaxSeq implements store.Store.
 func (v *view) MaxSeq(ctx context.Context, workspaceID string) (int64, error) {
 	var seq int64
-	if err := v.db.pool.QueryRow(ctx,
+	if err := v.db.queryRow(ctx,
 		`SELECT COALESCE(MAX(seq), 0) FROM events WHERE workspace_id = $1`, workspaceID).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("max seq %s: %w", workspaceID, classify(err))
 	}
@@ -570,7 +593,7 @@ func (v *view) SettlePending(ctx context.Context, workspaceID, requestID string)
 // store.ErrNotFound (or the read's error).
 func (v *view) pendingExists(ctx context.Context, workspaceID, requestID string) error {
 	var one int
-	err := v.db.pool.QueryRow(ctx, `SELECT 1 FROM pending WHERE request_id = $1 AND workspace_id = $2`,
+	err := v.db.queryRow(ctx, `SELECT 1 FROM pending WHERE request_id = $1 AND workspace_id = $2`,
 		requestID, workspaceID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -595,7 +618,7 @@ func (v *view) DeletePending(ctx context.Context, requestID string) error {
 
 // GetPending implements store.Store.
 func (v *view) GetPending(ctx context.Context, requestID string) (store.Pending, error) {
-	p, err := scanPending(v.db.pool.QueryRow(ctx, `SELECT `+pendingCols+` FROM pending WHERE request_id = $1`, requestID))
+	p, err := scanPending(v.db.queryRow(ctx, `SELECT `+pendingCols+` FROM pending WHERE request_id = $1`, requestID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -628,7 +651,7 @@ func (v *view) RunPending(ctx context.Context, runID string) ([]store.Pending, e
 }
 
 func (v *view) listPending(ctx context.Context, query, arg string) ([]store.Pending, error) {
-	rows, err := v.db.pool.Query(ctx, query, arg)
+	rows, err := v.db.query(ctx, query, arg)
 	return collect(rows, err, func(r pgx.Rows) (store.Pending, error) { return scanPending(r) })
 }
 
@@ -645,7 +668,7 @@ func (v *view) ApproveForSession(ctx context.Context, sessionID, kind string) er
 
 // SessionApprovals implements store.Store.
 func (v *view) SessionApprovals(ctx context.Context, sessionID string) ([]string, error) {
-	rows, err := v.db.pool.Query(ctx, `SELECT kind FROM session_approvals WHERE session_id = $1`, sessionID)
+	rows, err := v.db.query(ctx, `SELECT kind FROM session_approvals WHERE session_id = $1`, sessionID)
 	kinds, err := collect(rows, err, func(r pgx.Rows) (k string, err error) { return k, r.Scan(&k) })
 	if err != nil {
 		return nil, fmt.Errorf("approvals of session %s: %w", sessionID, err)

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/proto"
@@ -75,6 +78,14 @@ func eventStmts(e store.Event, msg *store.Event) ([]stmt, error) {
 	if e.Type == proto.EventRunCompleted && e.RunID != "" {
 		stmts = append(stmts, stmt{`DELETE FROM run_attachments WHERE run_id = ?`, []any{e.RunID}})
 	}
+	if k := e.PromptKey; k != nil {
+		stmts = append(stmts,
+			stmt{`DELETE FROM prompt_keys WHERE session_id = ? AND accepted_at < ?`,
+				[]any{e.SessionID, k.At.Add(-store.PromptKeyTTL).UnixMilli()}},
+			stmt{`INSERT INTO prompt_keys (session_id, idem_key, run_id, accepted_at) VALUES (?, ?, ?, ?)
+				ON CONFLICT (session_id, idem_key) DO UPDATE SET run_id = excluded.run_id, accepted_at = excluded.accepted_at`,
+				[]any{e.SessionID, k.Key, e.RunID, k.At.UnixMilli()}})
+	}
 	return append(stmts, stmt{
 		`INSERT INTO events (` + eventCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		[]any{e.WorkspaceID, e.Seq, e.SessionID, e.RunID, e.Type, e.InHistory, env},
@@ -140,6 +151,20 @@ func (db *DB) RunAttachments(ctx context.Context, runID string) ([]store.Attachm
 		return nil, fmt.Errorf("attachments of run %s: %w", runID, err)
 	}
 	return out, nil
+}
+
+// PromptByKey implements store.Store.
+func (db *DB) PromptByKey(ctx context.Context, sessionID, key string, since time.Time) (string, error) {
+	var runID string
+	err := db.queryRow(ctx, `SELECT run_id FROM prompt_keys WHERE session_id = ? AND idem_key = ? AND accepted_at >= ?`,
+		sessionID, key, since.UnixMilli()).Scan(&runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("prompt of key in session %s: %w", sessionID, err)
+	}
+	return runID, nil
 }
 
 func nonNilBytes(b []byte) []byte {

@@ -135,6 +135,7 @@ func (db *DB) DeleteSession(ctx context.Context, workspaceID, id string) error {
 			`DELETE FROM pending WHERE session_id = ?`,
 			`DELETE FROM session_approvals WHERE session_id = ?`,
 			`DELETE FROM run_attachments WHERE session_id = ?`,
+			`DELETE FROM prompt_keys WHERE session_id = ?`,
 			`DELETE FROM checkpoints WHERE session_id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

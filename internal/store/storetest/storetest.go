@@ -82,6 +82,7 @@ var tests = []struct {
 	{"RunAttachmentsLiveUntilTheRunCompletes", testRunAttachmentsLiveUntilTheRunCompletes},
 	{"RunAttachmentsAllOrNoneWithTheirEvent", testRunAttachmentsAllOrNoneWithTheirEvent},
 	{"RunAttachmentsGoWithTheirSession", testRunAttachmentsGoWithTheirSession},
+	{"PromptKeys", testPromptKeys},
 	{"Pending", testPending},
 	{"PendingPutKeepsPlace", testPendingPutKeepsPlace},
 	{"PendingSettled", testPendingSettled},

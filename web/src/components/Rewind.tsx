@@ -38,10 +38,15 @@ export function MessageActions({ session: s, message: m }: { session: SessionSta
       <button type="button" class="link small" onClick={() => void c.fork(sid, m.id)} title="A new session with the history up to this message">
         Fork from here
       </button>
-      {ck && (
+      {ck && !ck.missing && (
         <button type="button" class="link small" data-testid="rewind" onClick={() => void open()} title="Put the files and the history back as they were before this prompt">
           Rewind to here
         </button>
+      )}
+      {ck?.missing && (
+        <span class="muted small" data-testid="checkpoint-missing" title="The server could not save this prompt's checkpoint (a full data disk, say)">
+          no checkpoint saved: no rewind to here
+        </span>
       )}
       {ck && (diff || problem) && (
         <div class="rewind-panel" role="dialog" aria-label="Rewind" data-testid="rewind-panel">

@@ -260,6 +260,8 @@ export interface Checkpoint {
   run_id: string;
   message_id: string;
   created_at: string;
+  /** the server could not save it (a full data disk): there is no way back to it. */
+  missing?: boolean;
 }
 
 export interface FileChange {

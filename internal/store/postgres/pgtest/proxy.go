@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -11,7 +10,10 @@ import (
 // Proxy stands between clients and a server on a TCP port of its own.
 // Cut breaks every connection through it and turns new ones away until
 // Restore: the database gone away, as its clients see it (a restart, a
-// partition healed by a reset, a failover).
+// partition healed by a reset, a failover). Pause holds every byte in
+// both directions, on the connections open and on new ones, until Resume:
+// a database that hangs (a partition that drops packets, a frozen server),
+// which its clients notice only by their own timeouts.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -19,7 +21,9 @@ type Proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// resume, while paused, is closed by Resume (or Cut, or the end).
+	resume chan struct{}
+	wg     sync.WaitGroup
 }
 
 // NewProxy starts a proxy to the server of dbURL and returns it; URL gives
@@ -55,6 +59,7 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
+	p.resumeLocked()
 	for c := range p.conns {
 		c.Close()
 	}
@@ -65,6 +70,42 @@ func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+}
+
+// Pause holds every byte through the proxy until Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resume == nil {
+		p.resume = make(chan struct{})
+	}
+}
+
+// Resume lets the held bytes, and those after, through.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resumeLocked()
+}
+
+func (p *Proxy) resumeLocked() {
+	if p.resume != nil {
+		close(p.resume)
+		p.resume = nil
+	}
+}
+
+// gate waits while the proxy is paused; false when it was cut meanwhile.
+func (p *Proxy) gate() bool {
+	p.mu.Lock()
+	wait := p.resume
+	p.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.cut
 }
 
 func (p *Proxy) accept() {
@@ -97,6 +138,10 @@ func (p *Proxy) forget(cs ...net.Conn) {
 }
 
 func (p *Proxy) serve(client net.Conn) {
+	if !p.gate() {
+		p.forget(client)
+		return
+	}
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		p.forget(client)
@@ -113,13 +158,27 @@ func (p *Proxy) serve(client net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && (!p.gate() || !writeAll(dst, buf[:n])) {
+				break
+			}
+			if err != nil {
+				break
+			}
+		}
 		// One side ended: end both, as a dropped connection would.
 		p.forget(client, server)
 	}
 	wg.Go(func() { pipe(server, client) })
 	wg.Go(func() { pipe(client, server) })
 	wg.Wait()
+}
+
+func writeAll(dst net.Conn, b []byte) bool {
+	_, err := dst.Write(b)
+	return err == nil
 }
 
 func (p *Proxy) close() {
