@@ -12,6 +12,7 @@ import type {
   PermissionRequest,
   PromptAccepted,
   RewindResult,
+  SandboxSettings,
   Session,
   SessionExport,
   Workspace,
@@ -103,7 +104,7 @@ export class Api {
   createSession(wid: string, body: { title?: string; model?: string; client_id?: string }) {
     return this.request<Session>('POST', `/v1/workspaces/${wid}/sessions`, body);
   }
-  updateSession(wid: string, sid: string, body: { title?: string; compaction?: { auto?: boolean; threshold?: number } }) {
+  updateSession(wid: string, sid: string, body: { title?: string; compaction?: { auto?: boolean; threshold?: number } } & Partial<SandboxSettings>) {
     return this.request<Session>('PATCH', `/v1/workspaces/${wid}/sessions/${sid}`, body);
   }
   deleteSession(wid: string, sid: string) {

@@ -19,7 +19,7 @@ import {
   type SessionState,
   type WorkspaceState,
 } from './state';
-import type { Attachment, CheckpointDiff, Decision, Envelope, Health, Me, Session, Workspace } from './types';
+import type { Attachment, CheckpointDiff, Decision, Envelope, Health, Me, SandboxSettings, Session, Workspace } from './types';
 
 export type Auth = 'checking' | 'needed' | 'refused' | 'ok';
 
@@ -513,6 +513,27 @@ export class Controller {
     if (!wid) return 'No workspace is open.';
     try {
       const s = await this.api.updateSession(wid, sid, { compaction });
+      this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
+      return null;
+    } catch (e) {
+      if (isUnauthorized(e)) {
+        this.refused();
+        return 'The server refused this token.';
+      }
+      return e instanceof ApiError ? e.message : String(e);
+    }
+  }
+
+  /**
+   * updateSandbox changes what the session's commands may touch (PATCH).
+   * A member may only narrow; the server's refusal of a widening is
+   * returned as it said it, for the form to show; null when it took it.
+   */
+  async updateSandbox(sid: string, settings: Partial<SandboxSettings>): Promise<string | null> {
+    const wid = this.state.workspaceId;
+    if (!wid) return 'No workspace is open.';
+    try {
+      const s = await this.api.updateSession(wid, sid, settings);
       this.setWs((ws) => applyEvent(ws, { type: 'session.updated', data: s } as Envelope));
       return null;
     } catch (e) {

@@ -12,6 +12,30 @@ export interface Health {
   version: string;
   default_model: string;
   node_id?: string;
+  /** whether the server can confine the agent's commands (servers of contract v1.3). */
+  sandbox?: SandboxStatus;
+}
+
+/** GET /v1/health's sandbox: whether and how the agent's commands are confined (contract section 12). */
+export interface SandboxStatus {
+  available: boolean;
+  /** e.g. landlock-abi7+seccomp+namespaces; none when nothing can. */
+  mechanism: string;
+  /** what is missing, when not available. */
+  reason?: string;
+}
+
+/** What a session's bash commands may touch (contract section 12). */
+export type SandboxMode = 'workspace' | 'read-only' | 'off';
+
+/** A session's sandbox settings as the server reports them. */
+export interface SandboxSettings {
+  sandbox: SandboxMode;
+  sandbox_network: boolean;
+  /** absolute paths the commands may also read. */
+  sandbox_read: string[];
+  /** absolute paths the commands may also write. */
+  sandbox_write: string[];
 }
 
 export interface Workspace {
@@ -80,6 +104,11 @@ export interface Session {
   /** the session's runs' usage, summed. */
   usage: Usage;
   compaction: Compaction;
+  /** the sandbox its commands run under (servers of contract v1.3). */
+  sandbox?: SandboxMode;
+  sandbox_network?: boolean;
+  sandbox_read?: string[] | null;
+  sandbox_write?: string[] | null;
 }
 
 export type Part =
