@@ -8,6 +8,7 @@ import type { Session, Usage } from '../lib/types';
 import { Ctl, useAppState } from './context';
 import { SessionHeader } from './SessionHeader';
 import { parseThreshold, percent } from './CompactionSettings';
+import { OWNER_ONLY, parsePaths, widenings } from './SandboxSettings';
 
 const W = '00000000-0000-4000-8000-000000000001';
 const S = '00000000-0000-4000-8000-000000000002';
@@ -24,7 +25,7 @@ const usage = (input: number, output: number, cost?: number): Usage => ({
 type Reply = { status: number; body?: unknown };
 
 /** a server holding one open workspace with session S; patch answers PATCH .../sessions/S. */
-function server(sess: Session, patch: (body: any) => Reply) {
+function server(sess: Session, patch: (body: any) => Reply, extra: Record<string, unknown> = {}) {
   const patches: any[] = [];
   const routes: Record<string, unknown> = {
     '/v1/health': { status: 'ok', version: '1', default_model: 'echo' },
@@ -37,6 +38,7 @@ function server(sess: Session, patch: (body: any) => Reply) {
     [`/v1/workspaces/${W}/sessions/${S}/events`]: { events: [] },
     [`/v1/workspaces/${W}/sessions/${S}/pending`]: { permissions: [], tool_calls: [] },
     [`/v1/workspaces/${W}/agent/sessions/${S}`]: { busy: false, active_run_id: null, queued: [] },
+    ...extra,
   };
   const f = async (input: RequestInfo | URL, init: RequestInit = {}) => {
     const path = String(input).split('?')[0];
@@ -63,8 +65,8 @@ const settle = async (n = 10) => {
 
 let root: HTMLElement;
 
-async function open(sess: Session, patch: (body: any) => Reply = () => ({ status: 500 })) {
-  const srv = server(sess, patch);
+async function open(sess: Session, patch: (body: any) => Reply = () => ({ status: 500 }), extra: Record<string, unknown> = {}) {
+  const srv = server(sess, patch, extra);
   const c = new Controller({
     api: new Api('tok', '', srv.fetch),
     clientId: 'me',
@@ -192,5 +194,149 @@ describe('SessionHeader', () => {
     expect([parseThreshold('80'), parseThreshold(' 12.5 % '), parseThreshold('100'), parseThreshold('0,5')]).toEqual([0.8, 0.125, 1, 0.005]);
     for (const bad of ['0', '-1', '100.1', 'abc', '', 'Infinity']) expect(typeof parseThreshold(bad)).toBe('string');
     expect([percent(0.8), percent(0.333), percent(1), percent(0.65)]).toEqual(['80', '33.3', '100', '65']);
+  });
+});
+
+const sandboxed = (extra: Partial<Session> = {}) =>
+  session(S, { sandbox: 'read-only', sandbox_network: false, sandbox_read: ['/opt/sdk'], sandbox_write: ['/var/cache/go'], ...extra });
+const me = (role: 'owner' | 'member' | 'viewer') => ({ '/v1/me': { token_id: 't', name: role, role } });
+
+async function openSandbox() {
+  button('⋯').click();
+  await settle(2);
+  button('Sandbox settings…').click();
+  await settle(2);
+  const form = q<HTMLFormElement>('form[aria-label="Sandbox settings"]');
+  expect(form).not.toBeNull();
+  const mode = (m: string) => form!.querySelector(`input[name="sandbox-mode"][value="${m}"]`) as HTMLInputElement;
+  return {
+    form: form!,
+    workspace: mode('workspace'),
+    readOnly: mode('read-only'),
+    off: mode('off'),
+    network: form!.querySelector('input[name="sandbox-network"]') as HTMLInputElement,
+    read: form!.querySelector('textarea[name="sandbox-read"]') as HTMLTextAreaElement,
+    write: form!.querySelector('textarea[name="sandbox-write"]') as HTMLTextAreaElement,
+  };
+}
+
+describe('sandbox settings', () => {
+  it('counts as widening what section 12 counts: a wider mode, the network, an added path', () => {
+    const cur = { sandbox: 'read-only' as const, sandbox_network: false, sandbox_read: ['/a'], sandbox_write: ['/b'] };
+    expect(widenings(cur, cur)).toEqual([]);
+    expect(widenings(cur, { ...cur, sandbox: 'workspace' })).toEqual(['mode workspace']);
+    expect(widenings(cur, { ...cur, sandbox: 'off' })).toEqual(['mode off']);
+    expect(widenings({ ...cur, sandbox: 'workspace' }, { ...cur, sandbox: 'off' })).toEqual(['mode off']);
+    expect(widenings({ ...cur, sandbox: 'off' }, { ...cur, sandbox: 'workspace' })).toEqual([]);
+    expect(widenings({ ...cur, sandbox: 'workspace' }, cur)).toEqual([]);
+    expect(widenings(cur, { ...cur, sandbox_network: true })).toEqual(['network']);
+    expect(widenings({ ...cur, sandbox_network: true }, cur)).toEqual([]);
+    expect(widenings(cur, { ...cur, sandbox_read: ['/a', '/c'], sandbox_write: ['/d'] })).toEqual(['read /c', 'write /d']);
+    expect(widenings(cur, { ...cur, sandbox_read: [], sandbox_write: [] })).toEqual([]);
+    expect(parsePaths(' /a \n\n/b\n/a')).toEqual(['/a', '/b']);
+    expect(parsePaths('/a\nrel/b')).toBe('Not an absolute path: rel/b');
+  });
+
+  it('shows the mode the commands run under, unconfined when off, and warns when the server cannot confine', async () => {
+    await open(sandboxed(), undefined, { '/v1/health': { status: 'ok', version: '1', default_model: 'echo', sandbox: { available: true, mechanism: 'landlock' } } });
+    expect(testid('sandbox-badge')).toBe('sandbox: read-only');
+    expect(testid('sandbox-warning')).toBeNull();
+    render(null, root);
+
+    await open(sandboxed({ sandbox: 'workspace', sandbox_network: true }), undefined, {
+      '/v1/health': { status: 'ok', version: '1', default_model: 'echo', sandbox: { available: false, mechanism: 'none', reason: 'no landlock' } },
+    });
+    expect(testid('sandbox-badge')).toBe('sandbox: workspace + network');
+    expect(testid('sandbox-warning')).toContain('cannot confine');
+    expect(q('[data-testid="sandbox-warning"]')!.getAttribute('title')).toContain('no landlock');
+    render(null, root);
+
+    // Off runs unconfined anyway: nothing is refused, so no warning.
+    await open(sandboxed({ sandbox: 'off' }), undefined, { '/v1/health': { status: 'ok', version: '1', default_model: 'echo', sandbox: { available: false, mechanism: 'none' } } });
+    expect(testid('sandbox-badge')).toBe('unconfined');
+    expect(testid('sandbox-warning')).toBeNull();
+  });
+
+  it('lets a member only narrow: wider choices are disabled, an added path is stopped, the server refusal is shown', async () => {
+    let current = sandboxed({ sandbox: 'workspace' });
+    const { patches } = await open(
+      current,
+      (body) => {
+        current = { ...current, ...body, updated_at: time(60) };
+        return { status: 200, body: current };
+      },
+      me('member'),
+    );
+    const f = await openSandbox();
+    expect(f.workspace.checked).toBe(true);
+    expect(f.readOnly.disabled).toBe(false);
+    expect(f.off.disabled).toBe(true);
+    expect(f.off.parentElement!.getAttribute('title')).toBe(OWNER_ONLY);
+    expect(f.network.disabled).toBe(true);
+    expect(f.read.value).toBe('/opt/sdk');
+    expect(f.write.value).toBe('/var/cache/go');
+
+    // An added path: said here, nothing sent.
+    f.read.value = '/opt/sdk\n/home/me/.ssh';
+    f.read.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle(2);
+    button('Save').click();
+    await settle();
+    expect(testid('sandbox-error')).toBe(`${OWNER_ONLY}: read /home/me/.ssh.`);
+    expect(patches).toEqual([]);
+
+    // Narrowing: read-only, a path removed.
+    f.readOnly.click();
+    f.read.value = '';
+    f.read.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle(2);
+    button('Save').click();
+    await settle();
+    expect(patches).toEqual([{ sandbox: 'read-only', sandbox_network: false, sandbox_read: [], sandbox_write: ['/var/cache/go'] }]);
+    expect(q('form[aria-label="Sandbox settings"]')).toBeNull();
+    expect(testid('sandbox-badge')).toBe('sandbox: read-only');
+
+    // Now workspace is wider than what the session runs under.
+    const g = await openSandbox();
+    expect(g.readOnly.checked).toBe(true);
+    expect(g.workspace.disabled).toBe(true);
+    expect(g.off.disabled).toBe(true);
+  });
+
+  it('lets an owner widen, and shows what the server refused as it said it', async () => {
+    let refuse = true;
+    let current = sandboxed();
+    const { patches } = await open(
+      current,
+      (body) => {
+        if (refuse) {
+          refuse = false;
+          return { status: 400, body: { error: { code: 'invalid_request', message: 'sandbox_write: /proc is not allowed' } } };
+        }
+        current = { ...current, ...body, updated_at: time(60) };
+        return { status: 200, body: current };
+      },
+      me('owner'),
+    );
+    const f = await openSandbox();
+    for (const x of [f.workspace, f.readOnly, f.off, f.network]) expect(x.disabled).toBe(false);
+    f.off.click();
+    f.network.click();
+    await settle(2);
+    button('Save').click();
+    await settle();
+    expect(patches).toEqual([{ sandbox: 'off', sandbox_network: true, sandbox_read: ['/opt/sdk'], sandbox_write: ['/var/cache/go'] }]);
+    expect(testid('sandbox-error')).toBe('sandbox_write: /proc is not allowed');
+    button('Save').click();
+    await settle();
+    expect(patches).toHaveLength(2);
+    expect(testid('sandbox-badge')).toBe('unconfined');
+  });
+
+  it('shows a viewer the settings without a way to change them', async () => {
+    await open(sandboxed(), undefined, me('viewer'));
+    const f = await openSandbox();
+    expect(f.form.querySelector('fieldset')!.disabled).toBe(true);
+    expect([...f.form.querySelectorAll('button')].map((b) => b.textContent)).toEqual(['Close']);
   });
 });

@@ -3,6 +3,7 @@ import type { AppState } from '../lib/controller';
 import { contextTokens, fmtTokens as fmt, formatUsage, sessionUsage, type SessionState } from '../lib/state';
 import { CompactionSettings, percent } from './CompactionSettings';
 import { useController } from './context';
+import { SandboxSettings, sandboxOf } from './SandboxSettings';
 
 const EFFORTS = ['', 'low', 'medium', 'high', 'xhigh'];
 
@@ -18,6 +19,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const [effort, setEffort] = useState(sess.reasoning_effort ?? '');
   const [menu, setMenu] = useState(false);
   const [settings, setSettings] = useState(false);
+  const [sandboxForm, setSandboxForm] = useState(false);
   const importFile = useRef<HTMLInputElement>(null);
   // Another client may rename the session or switch its model: the fields
   // follow, unless this page is editing the title.
@@ -37,6 +39,9 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
   const autoCompact = compaction.auto;
   // The meter turns to "high" where the session compacts on its own.
   const threshold = compaction.threshold;
+  const box = sandboxOf(sess);
+  // A server that cannot confine refuses to run commands under workspace or read-only.
+  const cannotConfine = state.health?.sandbox?.available === false && box.sandbox !== 'off';
 
   return (
     <header class="session-head">
@@ -124,6 +129,9 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
               <button type="button" role="menuitem" onClick={() => setSettings(true)}>
                 Compaction settings…
               </button>
+              <button type="button" role="menuitem" onClick={() => setSandboxForm(true)}>
+                Sandbox settings…
+              </button>
               <button type="button" role="menuitem" onClick={() => void c.fork(sess.id)}>
                 Fork
               </button>
@@ -148,6 +156,7 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
         </div>
       </div>
       {settings && <CompactionSettings sid={sess.id} compaction={compaction} onClose={() => setSettings(false)} />}
+      {sandboxForm && <SandboxSettings sid={sess.id} session={sess} me={state.me} onClose={() => setSandboxForm(false)} />}
       <div class="meta-row small">
         <form
           class="model"
@@ -191,6 +200,27 @@ export function SessionHeader({ state, session: s }: { state: AppState; session:
         {usage && (
           <span class="usage" data-testid="usage" title="Tokens and cost of this session's runs">
             {usage}
+          </span>
+        )}
+        <span
+          class={box.sandbox === 'off' ? 'chip chip-error' : 'chip'}
+          data-testid="sandbox-badge"
+          title={
+            box.sandbox === 'off'
+              ? "This session's commands run unconfined"
+              : `This session's commands reach ${box.sandbox === 'read-only' ? 'the workspace, read-only' : 'the workspace'}${box.sandbox_network ? ' and the network' : ''} (Sandbox settings…)`
+          }
+        >
+          {box.sandbox === 'off' ? 'unconfined' : `sandbox: ${box.sandbox}${box.sandbox_network ? ' + network' : ''}`}
+        </span>
+        {cannotConfine && (
+          <span
+            class="chip chip-error"
+            role="status"
+            data-testid="sandbox-warning"
+            title={`The server cannot confine commands${state.health?.sandbox?.reason ? ` (${state.health.sandbox.reason})` : ''}: it refuses to run them under ${box.sandbox}`}
+          >
+            ⚠ cannot confine: commands refused
           </span>
         )}
         {!autoCompact && (
