@@ -23,16 +23,38 @@ export function sandboxOf(s: Session): Settings {
 /** modeWidens says whether going from one mode to another lets commands touch more (an owner's change). */
 export const modeWidens = (from: SandboxMode, to: SandboxMode) => BREADTH[to] > BREADTH[from];
 
+/** cleanPath resolves . and .. and repeated slashes of an absolute path, as the server does before comparing. */
+export function cleanPath(p: string): string {
+  const out: string[] = [];
+  for (const seg of p.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..') out.pop();
+    else out.push(seg);
+  }
+  return '/' + out.join('/');
+}
+
+/** covered says whether p is one of list's paths or inside one: adding it gives nothing new. */
+export function covered(p: string, list: string[]): boolean {
+  const c = cleanPath(p);
+  return list.some((q) => {
+    const d = cleanPath(q);
+    return c === d || c.startsWith(d === '/' ? '/' : d + '/');
+  });
+}
+
 /**
  * widenings lists what in next the server would refuse from a member, as
- * section 12 counts it: a wider mode, the network turned on, a path added.
+ * section 12 counts it: a wider mode, the network turned on, a path added
+ * that the current lists do not already cover (a readable path may lie
+ * under a writable one).
  */
 export function widenings(cur: Settings, next: Settings): string[] {
   const out: string[] = [];
   if (modeWidens(cur.sandbox, next.sandbox)) out.push(`mode ${next.sandbox}`);
   if (next.sandbox_network && !cur.sandbox_network) out.push('network');
-  for (const p of next.sandbox_read) if (!cur.sandbox_read.includes(p)) out.push(`read ${p}`);
-  for (const p of next.sandbox_write) if (!cur.sandbox_write.includes(p)) out.push(`write ${p}`);
+  for (const p of next.sandbox_read) if (!covered(p, cur.sandbox_read) && !covered(p, cur.sandbox_write)) out.push(`read ${p}`);
+  for (const p of next.sandbox_write) if (!covered(p, cur.sandbox_write)) out.push(`write ${p}`);
   return out;
 }
 

@@ -233,6 +233,9 @@ describe('sandbox settings', () => {
     expect(widenings({ ...cur, sandbox_network: true }, cur)).toEqual([]);
     expect(widenings(cur, { ...cur, sandbox_read: ['/a', '/c'], sandbox_write: ['/d'] })).toEqual(['read /c', 'write /d']);
     expect(widenings(cur, { ...cur, sandbox_read: [], sandbox_write: [] })).toEqual([]);
+    // What the lists already cover adds nothing: a path inside one, a readable path inside a writable one.
+    expect(widenings(cur, { ...cur, sandbox_read: ['/a/x', '/b/y/../z', '/b'], sandbox_write: ['/b/c/'] })).toEqual([]);
+    expect(widenings(cur, { ...cur, sandbox_read: ['/ab', '/a/../etc'], sandbox_write: ['/a'] })).toEqual(['read /ab', 'read /a/../etc', 'write /a']);
     expect(parsePaths(' /a \n\n/b\n/a')).toEqual(['/a', '/b']);
     expect(parsePaths('/a\nrel/b')).toBe('Not an absolute path: rel/b');
   });
