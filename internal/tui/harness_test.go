@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ type fakeAPI struct {
 	checkpoints []proto.Checkpoint
 	diffs       map[string]proto.CheckpointDiff
 	rewindErr   []error // the errors of the next Rewind calls, in turn
+	updateErr   []error // the errors of the next sandbox UpdateSession calls, in turn
 	export      proto.Export
 }
 
@@ -84,8 +86,31 @@ func (f *fakeAPI) CreateSession(ctx context.Context, ws string, req proto.Create
 	return proto.Session{ID: "sess-new", Title: req.Title, Model: req.Model}, f.err
 }
 func (f *fakeAPI) UpdateSession(ctx context.Context, ws, id string, req proto.UpdateSessionRequest) (proto.Session, error) {
-	f.call("UpdateSession %s title=%q", id, *req.Title)
-	return proto.Session{ID: id, Title: *req.Title, Model: "echo"}, f.err
+	if req.Title != nil {
+		f.call("UpdateSession %s title=%q", id, *req.Title)
+		return proto.Session{ID: id, Title: *req.Title, Model: "echo"}, f.err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.IndexFunc(f.sessions, func(x proto.Session) bool { return x.ID == id })
+	if i < 0 {
+		return proto.Session{}, fmt.Errorf("no session %s", id)
+	}
+	s := f.sessions[i]
+	if o := req.SandboxOptions; o.Sandbox != nil {
+		f.calls = append(f.calls, fmt.Sprintf("UpdateSession %s sandbox=%q", id, *o.Sandbox))
+		s.Sandbox = *o.Sandbox
+	} else if o.SandboxNetwork != nil {
+		f.calls = append(f.calls, fmt.Sprintf("UpdateSession %s sandbox_network=%v", id, *o.SandboxNetwork))
+		s.SandboxNetwork = *o.SandboxNetwork
+	}
+	if len(f.updateErr) > 0 {
+		err := f.updateErr[0]
+		f.updateErr = f.updateErr[1:]
+		return proto.Session{}, err
+	}
+	f.sessions[i] = s
+	return s, f.err
 }
 func (f *fakeAPI) Messages(ctx context.Context, ws, id string) ([]proto.Message, error) {
 	f.call("Messages %s", id)

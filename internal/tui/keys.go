@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/tandem-dev/tandem/client"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -26,6 +28,7 @@ var commands = []struct{ name, args, help string }{
 	{"/model", "MODEL", "switch the session's model (PROVIDER/MODEL, or echo)"},
 	{"/effort", "low|medium|high", "set the model's reasoning effort"},
 	{"/compact", "", "summarize the conversation to free context"},
+	{"/sandbox", "[MODE|network on|off]", "the sandbox; MODE: workspace, read-only, off"},
 	{"/steer", "TEXT", "send TEXT into the running run"},
 	{"/cancel", "", "cancel the running run (also Esc)"},
 	{"/attach", "PATH", "attach a file to the next prompt (also @path)"},
@@ -268,6 +271,29 @@ func (m Model) command(name, arg string) (tea.Model, tea.Cmd) {
 			s, err := api.SetModel(ctx, ws, sid, proto.SetModelRequest{Model: model, ReasoningEffort: &arg})
 			return sessionMsg{sess: s, err: err, what: "effort: " + arg}
 		})
+	case "/sandbox":
+		if arg == "" {
+			m.flash = sandboxSummary(m.sess.SandboxSettings)
+			return m, nil
+		}
+		opts, what, ok := parseSandbox(arg)
+		if !ok {
+			m.flash = "usage: /sandbox [workspace|read-only|off] or /sandbox network on|off"
+			return m, nil
+		}
+		return m, call(func(ctx context.Context) tea.Msg {
+			s, err := api.UpdateSession(ctx, ws, sid, proto.UpdateSessionRequest{SandboxOptions: opts})
+			if err != nil {
+				// The server's own words (a member's widening is refused
+				// with what only an owner may do) fit the status line.
+				var ae *client.APIError
+				if errors.As(err, &ae) && ae.Message != "" {
+					err = errors.New(ae.Message)
+				}
+				return doneMsg{what: "/sandbox " + arg, err: err}
+			}
+			return sessionMsg{sess: s, what: what}
+		})
 	case "/compact":
 		return m, call(func(ctx context.Context) tea.Msg {
 			_, err := api.Compact(ctx, ws, sid)
@@ -412,4 +438,44 @@ func helpView(w, h int, st styles) []string {
 		lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
 	}
 	return lines
+}
+
+// parseSandbox reads /sandbox's argument: a mode, or the network switch.
+// The server judges whether the caller may make the change (a member only
+// narrows); what sessionMsg shows once it took it is what.
+func parseSandbox(arg string) (opts proto.SandboxOptions, what string, ok bool) {
+	f := strings.Fields(arg)
+	switch {
+	case len(f) == 1 && (f[0] == proto.SandboxWorkspace || f[0] == proto.SandboxReadOnly || f[0] == proto.SandboxOff):
+		mode := f[0]
+		return proto.SandboxOptions{Sandbox: &mode}, "sandbox: " + mode, true
+	case len(f) == 2 && f[0] == "network" && (f[1] == "on" || f[1] == "off"):
+		on := f[1] == "on"
+		return proto.SandboxOptions{SandboxNetwork: &on}, "sandbox network: " + f[1], true
+	}
+	return proto.SandboxOptions{}, "", false
+}
+
+// sandboxSummary says in one line what the session's commands may touch.
+// The caller escapes it (the paths are the server's).
+func sandboxSummary(s proto.SandboxSettings) string {
+	mode := s.Sandbox
+	switch mode {
+	case "":
+		mode = proto.SandboxWorkspace // a server of an older contract: none said
+	case proto.SandboxOff:
+		mode = "off (unconfined)"
+	}
+	net := "off"
+	if s.SandboxNetwork {
+		net = "on"
+	}
+	out := "sandbox: " + mode + " · network " + net
+	if len(s.SandboxRead) > 0 {
+		out += " · read " + strings.Join(s.SandboxRead, ", ")
+	}
+	if len(s.SandboxWrite) > 0 {
+		out += " · write " + strings.Join(s.SandboxWrite, ", ")
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tandem-dev/tandem/client"
 	"github.com/tandem-dev/tandem/proto"
 )
 
@@ -279,6 +280,46 @@ func TestSessionCommands(t *testing.T) {
 	assert.True(t, d.hasCall(`CreateSession title="Second try" model="echo"`), d.api.Calls())
 	assert.True(t, d.hasCall("Messages sess-new"), "the new session is loaded")
 	assert.Contains(t, d.screen(), "Second try")
+}
+
+func TestSandboxCommand(t *testing.T) {
+	d := newDriver(t, 100, 24)
+	s := session()
+	s.SandboxSettings = proto.SandboxSettings{Sandbox: proto.SandboxReadOnly, SandboxRead: []string{"/opt/sdk"}, SandboxWrite: []string{"/var/cache/\x1b[31mgo"}}
+	d.api.sessions = []proto.Session{s}
+	d.api.msgs[sid] = history()
+	d.ready(s)
+
+	// Without an argument: what the commands run under, the server's paths escaped.
+	d.keys("/sandbox", "enter")
+	assert.Contains(t, d.screen(), "sandbox: read-only · network off · read /opt/sdk · write /var/cache/")
+	assert.NotContains(t, d.screen(), "\x1b[31m", "a path from the server cannot colour the terminal")
+	for _, c := range d.api.Calls() {
+		assert.NotContains(t, c, "UpdateSession", "showing changes nothing")
+	}
+
+	for _, bad := range []string{"/sandbox none", "/sandbox network", "/sandbox network yes", "/sandbox off now"} {
+		d.keys(bad, "enter")
+		assert.Contains(t, d.screen(), "usage: /sandbox", bad)
+	}
+
+	// A member widens: the server's refusal is shown as it said it, the session unchanged.
+	d.api.updateErr = []error{&client.APIError{Status: 403, Code: proto.CodeForbidden, Message: "only an owner may widen the sandbox (sandbox)"}}
+	d.keys("/sandbox workspace", "enter")
+	assert.True(t, d.hasCall(`UpdateSession sess-1 sandbox="workspace"`), d.api.Calls())
+	assert.Contains(t, d.screen(), "/sandbox workspace: only an owner may widen the sandbox (sandbox)")
+	assert.Equal(t, proto.SandboxReadOnly, d.m.sess.Sandbox)
+
+	// Taken: the session follows.
+	d.keys("/sandbox off", "enter")
+	assert.True(t, d.hasCall(`UpdateSession sess-1 sandbox="off"`), d.api.Calls())
+	assert.Equal(t, proto.SandboxOff, d.m.sess.Sandbox)
+	assert.Contains(t, d.screen(), "sandbox: off")
+	d.keys("/sandbox network on", "enter")
+	assert.True(t, d.hasCall(`UpdateSession sess-1 sandbox_network=true`), d.api.Calls())
+	assert.True(t, d.m.sess.SandboxNetwork)
+	d.keys("/sandbox", "enter")
+	assert.Contains(t, d.screen(), "sandbox: off (unconfined) · network on")
 }
 
 func TestUsageOfCommandsWithoutArguments(t *testing.T) {
