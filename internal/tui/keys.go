@@ -428,13 +428,16 @@ func helpView(w, h int, st styles) []string {
 		"  Ctrl+O fold/unfold reasoning  Tab complete /commands and @files",
 		"  Permission: a approve once  s approve for the session  r reject (+feedback)",
 		"", st.dialogTitle.Render(" Commands")}
+	heading := len(lines) - 1
 	for _, c := range commands {
 		if c.help != "" {
 			lines = append(lines, "  "+st.key.Render(c.name)+" "+c.args+" — "+c.help)
 		}
 	}
 	if len(lines) > h {
-		// A short terminal loses the spacing, not a command.
+		// A short terminal loses the spacing and the commands' heading (each
+		// starts with its /), not a command.
+		lines = slices.Delete(lines, heading, heading+1)
 		lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
 	}
 	return lines

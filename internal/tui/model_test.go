@@ -356,9 +356,10 @@ func TestHelp(t *testing.T) {
 		d := loaded(t, sz[0], sz[1])
 		d.keys("/help", "enter")
 		d.golden("help")
+		// Even a 24-line terminal lists every command.
 		for _, c := range commands {
-			if sz[1] >= 40 {
-				assert.Contains(t, d.screen(), c.name)
+			if c.help != "" {
+				assert.Contains(t, d.screen(), "  "+c.name+" ", "%dx%d", sz[0], sz[1])
 			}
 		}
 		d.keys("esc")
