@@ -529,6 +529,11 @@ func (m Model) header() string {
 
 func (m Model) statusLine() string {
 	var parts []string
+	if m.sess.Sandbox == proto.SandboxOff {
+		// Said first, as the web app's badge says it: the commands reach
+		// the whole machine. A narrow terminal cuts the model sooner.
+		parts = append(parts, "unconfined")
+	}
 	model := SanitizeLine(m.sess.Model)
 	if m.sess.ReasoningEffort != "" {
 		model += " (" + SanitizeLine(m.sess.ReasoningEffort) + ")"

@@ -315,6 +315,7 @@ func TestSandboxCommand(t *testing.T) {
 	assert.True(t, d.hasCall(`UpdateSession sess-1 sandbox="off"`), d.api.Calls())
 	assert.Equal(t, proto.SandboxOff, d.m.sess.Sandbox)
 	assert.Contains(t, d.screen(), "sandbox: off")
+	assert.Contains(t, d.m.statusLine(), "· unconfined ·", "the status line says it while the session runs unconfined")
 	d.keys("/sandbox network on", "enter")
 	assert.True(t, d.hasCall(`UpdateSession sess-1 sandbox_network=true`), d.api.Calls())
 	assert.True(t, d.m.sess.SandboxNetwork)
