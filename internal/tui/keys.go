@@ -445,7 +445,7 @@ func helpView(w, h int, st styles) []string {
 
 // parseSandbox reads /sandbox's argument: a mode, or the network switch.
 // The server judges whether the caller may make the change (a member only
-// narrows); what sessionMsg shows once it took it is what.
+// narrows); what is the note the status line shows once it has.
 func parseSandbox(arg string) (opts proto.SandboxOptions, what string, ok bool) {
 	f := strings.Fields(arg)
 	switch {
