@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -45,17 +44,8 @@ func acpCommand(args []string, env *cliEnv) int {
 		return usageError(env, "acp", fmt.Errorf("--log-level: %w", err))
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := env.untilSignal()
 	defer stop()
-	sigs, stopSigs := env.signals()
-	defer stopSigs()
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 
 	// The editor owns this process: whatever goes wrong before the
 	// protocol starts is said on stderr, where editors show it.

@@ -88,6 +88,28 @@ func processEnv(getenv func(string) string, stdout, stderr io.Writer) *cliEnv {
 // dependency, so this asks the file mode; /dev/null is a character device
 // too, and is what a process started without stdin gets, so it is excluded
 // by identity.
+// untilSignal returns a context that ends at SIGINT or SIGTERM, or when
+// stop is called; stop also stops the signals' delivery and waits for the
+// goroutine that watches them.
+func (env *cliEnv) untilSignal() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs, stopSigs := env.signals()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		stopSigs()
+		<-done
+	}
+}
+
 func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {

@@ -168,17 +168,8 @@ func copilotCommand(args []string, env *cliEnv) int {
 		level = slog.LevelError
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := env.untilSignal()
 	defer stop()
-	sigs, stopSigs := env.signals()
-	defer stopSigs()
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 
 	be, err := copilotBackend(ctx, o, env)
 	if err != nil {
