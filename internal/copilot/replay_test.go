@@ -262,6 +262,11 @@ func TestRecordedToolResultsReadAsTheCLIs(t *testing.T) {
 			t.Errorf("notReplayed names %s, which no snapshot records", k)
 		}
 	}
+	for k := range interruptedCalls {
+		if !seen[k] {
+			t.Errorf("interruptedCalls names %s, which no snapshot records", k)
+		}
+	}
 	t.Logf("%d recorded calls replayed, %d listed as not replayable, %d of the apps' own tools", replayed, listed, client)
 	if replayed == 0 {
 		t.Fatal("no recorded call was replayed")
