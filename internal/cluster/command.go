@@ -62,6 +62,7 @@ const (
 	opViews            = "workspace.views"
 	opGetWorkspace     = "workspace.get"
 	opDeleteWorkspace  = "workspace.delete"
+	opForgetWorkspace  = "workspace.forget"
 	opCreateSession    = "session.create"
 	opListSessions     = "session.list"
 	opLastSession      = "session.last"
@@ -387,6 +388,8 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 		return d.Workspaces.Get(ctx, ws)
 	case opDeleteWorkspace:
 		return nil, d.Workspaces.Delete(ctx, ws)
+	case opForgetWorkspace:
+		return nil, d.Workspaces.Forget(ctx, ws)
 	case opCreateSession:
 		return with(c, func(req proto.CreateSessionRequest) (any, error) { return d.Sessions.Create(ctx, ws, req) })
 	case opListSessions:

@@ -177,6 +177,29 @@ func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
 	return out, nil
 }
 
+// Forget closes ws (if open) and removes it from the store with
+// everything it holds, and from memory: afterwards it is not listed and
+// its id is not found. The caller fences its sessions first (see
+// session.Service.ForgetWorkspace).
+func (m *Manager) Forget(ctx context.Context, ws *Workspace) error {
+	ws.Close("forgotten")
+	err := m.cfg.Store.DeleteWorkspace(ctx, ws.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", ws.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("forget workspace %s: %w", ws.ID, err)
+	}
+	m.mu.Lock()
+	if m.loaded[ws.ID] == ws {
+		delete(m.loaded, ws.ID)
+	}
+	m.mu.Unlock()
+	ws.closeFollower()
+	m.log.Info("workspace forgotten", "workspace_id", ws.ID, "path", ws.Path)
+	return nil
+}
+
 // dirMissing reports whether path is gone (or is no longer a directory), so
 // that a list can tell a workspace deleted behind the server's back from a
 // closed one. Other errors (permissions) say nothing.
