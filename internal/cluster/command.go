@@ -389,7 +389,7 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 	case opDeleteWorkspace:
 		return nil, d.Workspaces.Delete(ctx, ws)
 	case opForgetWorkspace:
-		return nil, d.Workspaces.Forget(ctx, ws)
+		return nil, n.forgetHere(ctx, ws)
 	case opCreateSession:
 		return with(c, func(req proto.CreateSessionRequest) (any, error) { return d.Sessions.Create(ctx, ws, req) })
 	case opListSessions:

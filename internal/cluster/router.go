@@ -109,7 +109,7 @@ func (r workspaceRouter) Delete(ctx context.Context, id string) error {
 // Forget forgets the workspace on its owner, or here when nobody owns it.
 func (r workspaceRouter) Forget(ctx context.Context, id string) error {
 	_, err := routed(ctx, r.n, command{Op: opForgetWorkspace, WorkspaceID: id}, nil, func() (struct{}, error) {
-		return done(r.n.cfg.Local.Workspaces.Forget(ctx, id))
+		return done(r.n.forgetHere(ctx, id))
 	})
 	return err
 }

@@ -102,7 +102,8 @@ func (v *view) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 
 // DeleteWorkspace implements store.Store, in one statement, like
 // DeleteSession: the workspace row and, only when it was there, its
-// sessions and everything they and the workspace hold.
+// sessions and everything they and the workspace hold, and its lease (a
+// cluster's nodes then neither renew nor take it over).
 func (v *view) DeleteWorkspace(ctx context.Context, id string) error {
 	affected, err := v.write(ctx, stmt{sql: `
 		WITH target AS (SELECT id FROM workspaces WHERE id = $1),
@@ -114,6 +115,7 @@ func (v *view) DeleteWorkspace(ctx context.Context, id string) error {
 		e AS (DELETE FROM events WHERE workspace_id IN (SELECT id FROM target)),
 		p AS (DELETE FROM pending WHERE workspace_id IN (SELECT id FROM target)),
 		k AS (DELETE FROM checkpoints WHERE workspace_id IN (SELECT id FROM target)),
+		l AS (DELETE FROM workspace_leases WHERE workspace_id IN (SELECT id FROM target)),
 		d AS (DELETE FROM sessions WHERE workspace_id IN (SELECT id FROM target))
 		DELETE FROM workspaces WHERE id IN (SELECT id FROM target)`,
 		args: []any{id}})
