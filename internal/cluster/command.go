@@ -298,8 +298,14 @@ func (n *Node) serve(m *nats.Msg) {
 		defer cancelDeadline()
 	}
 	if c.Op != opOpen && c.Op != opViews && !n.owns(c.WorkspaceID) {
-		// Lost (or never had) it since the sender looked.
-		n.respond(m, c, errUnavailable(c.WorkspaceID))
+		// Lost (or never had) it since the sender looked; or it was
+		// forgotten here, and the sender still takes this node for its
+		// owner.
+		err := errUnavailable(c.WorkspaceID)
+		if _, gerr := n.cfg.Store.GetWorkspace(ctx, c.WorkspaceID); errors.Is(gerr, store.ErrNotFound) {
+			err = apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", c.WorkspaceID)
+		}
+		n.respond(m, c, err)
 		return
 	}
 	if c.Caller != nil {

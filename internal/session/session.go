@@ -736,7 +736,7 @@ func (s *Service) ForgetWorkspace(ctx context.Context, wsID string) error {
 	// As a session's delete, a forget once decided is finished.
 	ctx = context.WithoutCancel(ctx)
 	// Closed first, so that no run starts while the sessions are fenced.
-	ws.Close("forgotten")
+	ws.Close(workspace.ReasonForgotten)
 	recs, err := s.cfg.Store.ListSessions(ctx, ws.ID)
 	if err != nil {
 		return fmt.Errorf("forget workspace %s: %w", ws.ID, err)

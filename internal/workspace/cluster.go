@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/apierr"
@@ -58,7 +59,24 @@ func (w *Workspace) followed(e bus.Event) {
 	w.log.mu.Unlock()
 	if e.Type == proto.EventWorkspaceClosing {
 		w.topic.Disconnect()
+		if closingReason(e.Data) == ReasonForgotten {
+			// Its owner forgot it: this node's copy goes too, and its
+			// feed stops, off the feed's own callback.
+			w.m.unload(w)
+			w.m.background(w.unfollow)
+		}
 	}
+}
+
+// closingReason is the reason a workspace.closing envelope gives.
+func closingReason(envelope []byte) string {
+	var ev struct {
+		Data proto.WorkspaceClosing `json:"data"`
+	}
+	if json.Unmarshal(envelope, &ev) != nil {
+		return ""
+	}
+	return ev.Data.Reason
 }
 
 func (w *Workspace) unfollow() {
