@@ -171,8 +171,11 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 		return fmt.Errorf("decode the answer to %s: %w", c.Op, err)
 	}
 	if a.Error != nil {
-		if a.Error.Code == proto.CodeWorkspaceUnavailable {
-			n.forget(c.WorkspaceID) // it may have lost the workspace: ask again next time
+		switch a.Error.Code {
+		case proto.CodeWorkspaceUnavailable, proto.CodeWorkspaceNotFound:
+			// It may have lost the workspace, or forgotten it: ask the
+			// store again next time.
+			n.forget(c.WorkspaceID)
 		}
 		return remoteError(*a.Error)
 	}

@@ -54,17 +54,19 @@ func (w *Workspace) follow() {
 // streams here end too, once they have the closing event, as the owner's
 // own do.
 func (w *Workspace) followed(e bus.Event) {
+	closing := e.Type == proto.EventWorkspaceClosing
+	if closing && closingReason(e.Data) == ReasonForgotten {
+		// Its owner forgot it: this node's copy goes too (before its
+		// streams hear of it), and its feed stops, off the feed's own
+		// callback.
+		w.m.unload(w)
+		w.m.background(w.unfollow)
+	}
 	w.log.mu.Lock()
 	w.log.local.Publish(e)
 	w.log.mu.Unlock()
-	if e.Type == proto.EventWorkspaceClosing {
+	if closing {
 		w.topic.Disconnect()
-		if closingReason(e.Data) == ReasonForgotten {
-			// Its owner forgot it: this node's copy goes too, and its
-			// feed stops, off the feed's own callback.
-			w.m.unload(w)
-			w.m.background(w.unfollow)
-		}
 	}
 }
 
