@@ -48,6 +48,14 @@ func (c *Client) DeleteWorkspace(ctx context.Context, workspaceID string) error 
 	return err
 }
 
+// ForgetWorkspace closes the workspace if it is open and removes it with
+// everything the server keeps of it (sessions, messages, events,
+// checkpoints); its directory is left alone. Owner only.
+func (c *Client) ForgetWorkspace(ctx context.Context, workspaceID string) error {
+	_, err := c.do(ctx, call{method: http.MethodPost, path: path("workspaces", workspaceID, "forget"), auth: true})
+	return err
+}
+
 // CreateSession opens a session in a workspace. An empty req.ClientID is
 // filled with the client's own, so tools in req.Tools belong to this client.
 func (c *Client) CreateSession(ctx context.Context, workspaceID string, req proto.CreateSessionRequest) (proto.Session, error) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/server"
+	"github.com/tandem-dev/tandem/proto"
 )
 
 // walkthrough returns the shell commands of the README's curl walkthrough.
@@ -84,6 +86,16 @@ func TestReadmeWalkthrough(t *testing.T) {
 		assert.Regexp(t, `[0-9]+ event: `+regexp.QuoteMeta(typ)+`\n`, text, "the stream saw %s", typ)
 	}
 	assert.Regexp(t, `[0-9]+ "outcome":"canceled"`, text)
+	// The scratch workspace was forgotten: the server lists nothing.
+	req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/v1/workspaces", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var listed proto.WorkspaceList
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&listed))
+	resp.Body.Close()
+	assert.Empty(t, listed.Workspaces, "the walkthrough's workspace is forgotten")
 	for _, dir := range []string{work, tmp} {
 		left, err := os.ReadDir(dir)
 		require.NoError(t, err)

@@ -513,3 +513,49 @@ func TestWorkspacesListsAGoneDirectoryAsMissing(t *testing.T) {
 	assert.Regexp(t, regexp.QuoteMeta(gone)+`\s+missing\s`, out)
 	assert.Regexp(t, regexp.QuoteMeta(kept)+`\s+(open|closed)\s`, out)
 }
+
+// tandem workspaces forget takes a workspace's path (even one that no
+// longer exists) or its id, and the server lists it no more; a name it
+// does not know is an error that changes nothing.
+func TestWorkspacesForget(t *testing.T) {
+	t.Parallel()
+	srv := startCLIServer(t)
+	env := srv.env(t)
+	kept, gone := t.TempDir(), filepath.Join(t.TempDir(), "scratch")
+	require.NoError(t, os.Mkdir(gone, 0o700))
+	for _, dir := range []string{kept, gone} {
+		_, errOut, code := runCLI(t, dir, env, "run", "hello")
+		require.Equal(t, 0, code, errOut)
+	}
+	require.NoError(t, os.RemoveAll(gone))
+	list := func() map[string]string {
+		out, errOut, code := runCLI(t, kept, env, "workspaces", "--json")
+		require.Equal(t, 0, code, errOut)
+		var wl proto.WorkspaceList
+		require.NoError(t, json.Unmarshal([]byte(out), &wl))
+		ids := map[string]string{}
+		for _, ws := range wl.Workspaces {
+			ids[ws.Path] = ws.ID
+		}
+		return ids
+	}
+	ids := list()
+	require.Len(t, ids, 2)
+
+	out, errOut, code := runCLI(t, kept, env, "workspaces", "forget", gone)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "forgot workspace "+ids[gone])
+	assert.Equal(t, map[string]string{kept: ids[kept]}, list())
+
+	_, errOut, code = runCLI(t, kept, env, "workspaces", "forget", gone)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "no workspace")
+
+	_, errOut, code = runCLI(t, kept, env, "workspaces", "forget", ids[kept])
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, list())
+
+	_, errOut, code = runCLI(t, kept, env, "workspaces", "forget")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "give one workspace id or path")
+}

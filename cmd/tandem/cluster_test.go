@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tandem-dev/tandem/internal/bus/natsbus/natstest"
+	"github.com/tandem-dev/tandem/internal/store"
 	"github.com/tandem-dev/tandem/internal/store/postgres"
 	"github.com/tandem-dev/tandem/internal/store/postgres/pgtest"
 	"github.com/tandem-dev/tandem/proto"
@@ -409,4 +410,34 @@ func TestClusterCleanStopHandsOver(t *testing.T) {
 		assert.NotEqual(t, proto.EventWorkspaceClosing, ev.Type, "another node's clients are not told the workspace closes")
 	}
 	assert.Equal(t, []string{proto.OutcomeEndTurn}, runOutcomes(t, c.url(1), ws.ID, sess.ID)[again.RunID])
+}
+
+// Forgetting a workspace through a node that does not own it forgets it
+// on its owner: no node lists or finds it any more, and its lease is gone
+// with it, so no node renews or takes over a workspace that is gone (a
+// stream on the follower is told and ends).
+func TestClusterForgetThroughAFollower(t *testing.T) {
+	c := startCluster(t, 2)
+	ws, sess := c.workspace(0)
+	s1 := openStream(t, c.url(1), ws.ID, -1)
+	run := c.prompt(1, ws.ID, sess.ID, "hello")
+	s1.until(t, proto.EventRunCompleted, run.RunID)
+
+	require.Equal(t, http.StatusNoContent, crashCall(t, c.url(1), "POST", "/v1/workspaces/"+ws.ID+"/forget", nil, nil))
+	s1.until(t, proto.EventWorkspaceClosing, "")
+	for i := range c.nodes {
+		// Twice: the follower first asks the node it took for the owner,
+		// then looks for itself.
+		for range 2 {
+			assert.Equal(t, http.StatusNotFound, crashCall(t, c.url(i), "GET", "/v1/workspaces/"+ws.ID, nil, nil), "node %d", i)
+		}
+		var list proto.WorkspaceList
+		require.Equal(t, http.StatusOK, crashCall(t, c.url(i), "GET", "/v1/workspaces", nil, &list))
+		assert.Empty(t, list.Workspaces, "node %d", i)
+	}
+	db, err := postgres.Open(context.Background(), c.db, postgres.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.GetLease(context.Background(), ws.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "the lease went with the workspace")
 }

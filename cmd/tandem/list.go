@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/tandem-dev/tandem/client"
@@ -97,6 +98,9 @@ func sessionCost(u proto.Usage) string {
 
 // workspacesCommand is tandem workspaces: every workspace the server knows.
 func workspacesCommand(args []string, env *cliEnv) int {
+	if len(args) > 0 && args[0] == "forget" {
+		return forgetCommand(args[1:], env)
+	}
 	var o clientOptions
 	fs := newListFlags("workspaces", "Lists every workspace the server knows, open or closed.", env)
 	o.register(fs, env.getenv, "print the API's JSON body instead of a table")
@@ -132,6 +136,75 @@ func workspacesCommand(args []string, env *cliEnv) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", ws.ID, ws.Path, state, ws.Clients)
 	}
 	return flushTable(tw)
+}
+
+// forgetCommand is tandem workspaces forget ID|PATH: the server forgets
+// the workspace (typically one whose directory is gone) and all it keeps
+// of it. The directory, if any, is left alone.
+func forgetCommand(args []string, env *cliEnv) int {
+	const name = "workspaces forget"
+	var o clientOptions
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: tandem %s [flags] ID|PATH\n\n%s\n\nflags:\n", name,
+			"Makes the server forget a workspace (owner only): its sessions, messages and checkpoints\n"+
+				"are removed; its directory is not touched. Give its id or its path, as tandem workspaces lists it.")
+		fs.PrintDefaults()
+	}
+	o.register(fs, env.getenv, "print nothing on success (there is no JSON body)")
+	rest, err := parseArgs(fs, args)
+	if err == nil && len(rest) != 1 {
+		err = fmt.Errorf("give one workspace id or path")
+	}
+	if err != nil {
+		return usageError(env, name, err)
+	}
+	ctx := context.Background()
+	b, err := o.connect(ctx, env, true)
+	if err != nil {
+		return fail(env, name, err)
+	}
+	defer b.Close()
+	ws, err := workspaceByIDOrPath(ctx, b.c, rest[0])
+	if err != nil {
+		return fail(env, name, err)
+	}
+	if err := b.c.ForgetWorkspace(ctx, ws.ID); err != nil {
+		return fail(env, name, fmt.Errorf("forget workspace %s: %w", ws.ID, explain(err)))
+	}
+	if !o.json {
+		fmt.Fprintf(env.stdout, "forgot workspace %s (%s)\n", ws.ID, ws.Path)
+	}
+	return exitOK
+}
+
+// workspaceByIDOrPath finds the workspace arg names: its id, else its
+// path (made absolute; it may no longer exist).
+func workspaceByIDOrPath(ctx context.Context, c *client.Client, arg string) (proto.Workspace, error) {
+	list, err := c.ListWorkspaces(ctx)
+	if err != nil {
+		return proto.Workspace{}, fmt.Errorf("list workspaces: %w", explain(err))
+	}
+	for _, ws := range list {
+		if ws.ID == arg {
+			return ws, nil
+		}
+	}
+	abs, err := filepath.Abs(arg)
+	if err != nil {
+		return proto.Workspace{}, fmt.Errorf("path %s: %w", arg, err)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		resolved = abs
+	}
+	for _, ws := range list {
+		if ws.Path == resolved || ws.Path == abs {
+			return ws, nil
+		}
+	}
+	return proto.Workspace{}, fmt.Errorf("no workspace %s (see tandem workspaces)", arg)
 }
 
 func newListFlags(name, what string, env *cliEnv) *flag.FlagSet {

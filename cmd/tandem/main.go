@@ -49,7 +49,7 @@ commands:
   export      write the current session as a document another server can import
   import      make a new session from an exported document
   sessions    list the sessions of the current directory's workspace, with tokens and cost
-  workspaces  list the server's workspaces
+  workspaces  list the server's workspaces (tandem workspaces forget ID|PATH forgets one)
   web         open the web app in a browser, signed in
   mcp         list the MCP servers of the current directory's workspace (tandem mcp list)
   config      check configuration files (tandem config check [FILE])

@@ -62,6 +62,7 @@ const (
 	opViews            = "workspace.views"
 	opGetWorkspace     = "workspace.get"
 	opDeleteWorkspace  = "workspace.delete"
+	opForgetWorkspace  = "workspace.forget"
 	opCreateSession    = "session.create"
 	opListSessions     = "session.list"
 	opLastSession      = "session.last"
@@ -170,8 +171,11 @@ func (n *Node) send(ctx context.Context, owner string, c *command, body, out any
 		return fmt.Errorf("decode the answer to %s: %w", c.Op, err)
 	}
 	if a.Error != nil {
-		if a.Error.Code == proto.CodeWorkspaceUnavailable {
-			n.forget(c.WorkspaceID) // it may have lost the workspace: ask again next time
+		switch a.Error.Code {
+		case proto.CodeWorkspaceUnavailable, proto.CodeWorkspaceNotFound:
+			// It may have lost the workspace, or forgotten it: ask the
+			// store again next time.
+			n.forget(c.WorkspaceID)
 		}
 		return remoteError(*a.Error)
 	}
@@ -297,8 +301,14 @@ func (n *Node) serve(m *nats.Msg) {
 		defer cancelDeadline()
 	}
 	if c.Op != opOpen && c.Op != opViews && !n.owns(c.WorkspaceID) {
-		// Lost (or never had) it since the sender looked.
-		n.respond(m, c, errUnavailable(c.WorkspaceID))
+		// Lost (or never had) it since the sender looked; or it was
+		// forgotten here, and the sender still takes this node for its
+		// owner.
+		err := errUnavailable(c.WorkspaceID)
+		if _, gerr := n.cfg.Store.GetWorkspace(ctx, c.WorkspaceID); errors.Is(gerr, store.ErrNotFound) {
+			err = apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", c.WorkspaceID)
+		}
+		n.respond(m, c, err)
 		return
 	}
 	if c.Caller != nil {
@@ -387,6 +397,8 @@ func (n *Node) dispatch(ctx context.Context, c *command) (any, error) {
 		return d.Workspaces.Get(ctx, ws)
 	case opDeleteWorkspace:
 		return nil, d.Workspaces.Delete(ctx, ws)
+	case opForgetWorkspace:
+		return nil, n.forgetHere(ctx, ws)
 	case opCreateSession:
 		return with(c, func(req proto.CreateSessionRequest) (any, error) { return d.Sessions.Create(ctx, ws, req) })
 	case opListSessions:

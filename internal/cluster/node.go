@@ -277,6 +277,26 @@ func (n *Node) forget(workspaceID string) {
 	n.mu.Unlock()
 }
 
+// forgetHere forgets the workspace on this node, its owner or nobody's,
+// and lets go of its lease, which the store removed with it: nothing is
+// renewed or taken over for a workspace that is gone.
+func (n *Node) forgetHere(ctx context.Context, workspaceID string) error {
+	if err := n.cfg.Local.Workspaces.Forget(ctx, workspaceID); err != nil {
+		return err
+	}
+	n.cfg.Store.Drop(workspaceID)
+	n.mu.Lock()
+	delete(n.owned, workspaceID)
+	delete(n.owners, workspaceID)
+	claims := n.claims[workspaceID]
+	delete(n.claims, workspaceID)
+	n.mu.Unlock()
+	if claims != nil {
+		claims.releaseAll()
+	}
+	return nil
+}
+
 // take acquires the workspace's lease and takes the workspace over.
 func (n *Node) take(ctx context.Context, workspaceID string) error {
 	mu := n.lockOf(workspaceID)

@@ -106,6 +106,14 @@ func (r workspaceRouter) Delete(ctx context.Context, id string) error {
 	return err
 }
 
+// Forget forgets the workspace on its owner, or here when nobody owns it.
+func (r workspaceRouter) Forget(ctx context.Context, id string) error {
+	_, err := routed(ctx, r.n, command{Op: opForgetWorkspace, WorkspaceID: id}, nil, func() (struct{}, error) {
+		return done(r.n.forgetHere(ctx, id))
+	})
+	return err
+}
+
 // sessionRouter is domain.Sessions on a cluster.
 type sessionRouter struct{ n *Node }
 

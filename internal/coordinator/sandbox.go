@@ -39,6 +39,25 @@ func (c *Coordinator) removeSessionTmp(sessionID string) {
 	}
 }
 
+// DropWorkspace removes what the data dir keeps of a forgotten
+// workspace: its checkpoint store and its build cache (its sessions'
+// $TMPDIRs went with their fences). A failure is logged: nothing reads
+// them any more.
+func (c *Coordinator) DropWorkspace(wsID string) {
+	if c.cfg.Checkpoints != nil {
+		if err := c.cfg.Checkpoints.Drop(wsID); err != nil {
+			c.log.Warn("remove a forgotten workspace's checkpoints", "workspace_id", wsID, "err", err)
+		}
+	}
+	if c.cfg.SandboxDir == "" || wsID == "" {
+		return
+	}
+	dir := filepath.Join(c.cfg.SandboxDir, "cache", filepath.Base(wsID))
+	if err := os.RemoveAll(dir); err != nil {
+		c.log.Warn("remove a forgotten workspace's build cache", "workspace_id", wsID, "err", err)
+	}
+}
+
 // confineMCP starts the stdio MCP servers of a workspace (sessionID "") or
 // of a session whose entries ask for a sandbox: under the mode they ask,
 // with the configuration's paths and network, in the workspace, with a

@@ -38,7 +38,8 @@ type Services struct {
 	Rewinds    Rewinds
 }
 
-// Workspaces opens, lists, shows and closes workspaces (contract section 3).
+// Workspaces opens, lists, shows, closes and forgets workspaces (contract
+// section 3).
 type Workspaces interface {
 	// Open opens the workspace of req.Path, creating it when it is new
 	// (created reports that), and holds it open for the create grace.
@@ -47,6 +48,10 @@ type Workspaces interface {
 	Get(ctx context.Context, workspaceID string) (proto.Workspace, error)
 	// Delete closes the workspace: its runs end and its streams with them.
 	Delete(ctx context.Context, workspaceID string) error
+	// Forget closes the workspace if it is open and removes it with all it
+	// holds (sessions, messages, events, pending work, checkpoints): it is
+	// listed no more and its id is not found. Its directory is not touched.
+	Forget(ctx context.Context, workspaceID string) error
 }
 
 // Sessions keeps a workspace's sessions and what they hold (section 4).

@@ -46,6 +46,13 @@ func (w workspaces) Delete(ctx context.Context, id string) error {
 	return w.d.Delete(ctx, id)
 }
 
+func (w workspaces) Forget(ctx context.Context, id string) error {
+	if err := check(ctx, auth.WorkspaceDelete); err != nil {
+		return err
+	}
+	return w.d.Forget(ctx, id)
+}
+
 type sessions struct {
 	g *guard
 	d domain.Sessions

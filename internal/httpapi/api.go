@@ -190,6 +190,7 @@ func (a *API) Handler() http.Handler {
 			r.Route("/{wid}", func(r chi.Router) {
 				r.Get("/", a.getWorkspace)
 				r.Delete("/", a.deleteWorkspace)
+				r.Post("/forget", a.forgetWorkspace)
 				r.Get("/permissions", a.permissions)
 				r.Get("/mcp", a.mcpServers)
 				r.Post("/permissions/{rid}", a.answerPermission)

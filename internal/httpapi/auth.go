@@ -41,6 +41,7 @@ var routeActions = map[string]auth.Action{
 	"POST /v1/workspaces":                         auth.WorkspaceOpen,
 	"GET /v1/workspaces/{wid}":                    auth.Read,
 	"DELETE /v1/workspaces/{wid}":                 auth.WorkspaceDelete,
+	"POST /v1/workspaces/{wid}/forget":            auth.WorkspaceDelete,
 	"GET /v1/workspaces/{wid}/events":             auth.Read,
 	"GET /v1/workspaces/{wid}/permissions":        auth.Read,
 	"GET /v1/workspaces/{wid}/mcp":                auth.Read,

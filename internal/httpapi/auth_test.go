@@ -115,7 +115,10 @@ func FuzzAuthorizationHeader(f *testing.F) {
 // update, prompt, steer, cancel, compact, resume, log, switch models,
 // answer, fork, import, rewind).
 func TestRouteRolesAreTheContracts(t *testing.T) {
-	ownerOnly := map[string]bool{"GET /v1/tokens": true, "POST /v1/tokens": true, "GET /v1/audit": true}
+	ownerOnly := map[string]bool{"GET /v1/tokens": true, "POST /v1/tokens": true, "GET /v1/audit": true,
+		// Forgetting deletes the workspace from the store (section 9: the
+		// owner deletes workspaces).
+		"POST /v1/workspaces/{wid}/forget": true}
 	for _, key := range servedRoutes(t) {
 		if publicRoutes[key] {
 			continue

@@ -78,6 +78,17 @@ func (a *API) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
 	a.Respond(w, r, http.StatusNoContent, nil, err)
 }
 
+// forgetWorkspace removes a workspace the server should no longer know
+// (typically one whose directory is gone): 204, then 404 for its id.
+func (a *API) forgetWorkspace(w http.ResponseWriter, r *http.Request) {
+	var empty struct{}
+	if !a.Decode(w, r, &empty) {
+		return
+	}
+	err := a.cfg.Workspaces.Forget(r.Context(), chi.URLParam(r, "wid"))
+	a.Respond(w, r, http.StatusNoContent, nil, err)
+}
+
 // streamEvents serves a workspace's event stream (see streamDetached).
 // Where the stream cannot take its connection over, it parks this
 // goroutine for as long as the client stays, under the whole middleware

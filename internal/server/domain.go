@@ -16,7 +16,7 @@ import (
 // streams behind the small adapters below.
 func localDomain(ws *workspace.Manager, sessions *session.Service, runs *coordinator.Coordinator) domain.Services {
 	return domain.Services{
-		Workspaces: workspaces{ws},
+		Workspaces: workspaces{ws, sessions, runs},
 		Sessions:   sessions,
 		Runs:       runs,
 		Pending:    runs,
@@ -26,8 +26,14 @@ func localDomain(ws *workspace.Manager, sessions *session.Service, runs *coordin
 	}
 }
 
-// workspaces is domain.Workspaces over the manager.
-type workspaces struct{ m *workspace.Manager }
+// workspaces is domain.Workspaces over the manager; a forget goes
+// through the session service, which fences the sessions, and the
+// coordinator, which keeps the workspace's files in the data dir.
+type workspaces struct {
+	m        *workspace.Manager
+	sessions *session.Service
+	runs     *coordinator.Coordinator
+}
 
 func (w workspaces) Open(ctx context.Context, req proto.CreateWorkspaceRequest) (proto.Workspace, bool, error) {
 	ws, created, err := w.m.Open(ctx, req.Path)
@@ -53,6 +59,14 @@ func (w workspaces) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	ws.Close("deleted")
+	return nil
+}
+
+func (w workspaces) Forget(ctx context.Context, id string) error {
+	if err := w.sessions.ForgetWorkspace(ctx, id); err != nil {
+		return err
+	}
+	w.runs.DropWorkspace(id)
 	return nil
 }
 

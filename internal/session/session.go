@@ -724,6 +724,45 @@ func (s *Service) Delete(ctx context.Context, wsID, sessionID string) error {
 	return err
 }
 
+// ForgetWorkspace closes the workspace and removes it with its sessions
+// and all they hold: each session is fenced as a delete fences it (its
+// runs canceled, its pending requests resolved), then the store forgets
+// the workspace in one transaction.
+func (s *Service) ForgetWorkspace(ctx context.Context, wsID string) error {
+	ws, err := s.cfg.Workspaces.Get(ctx, wsID)
+	if err != nil {
+		return err
+	}
+	// As a session's delete, a forget once decided is finished.
+	ctx = context.WithoutCancel(ctx)
+	// Closed first, so that no run starts while the sessions are fenced.
+	ws.Close(workspace.ReasonForgotten)
+	recs, err := s.cfg.Store.ListSessions(ctx, ws.ID)
+	if err != nil {
+		return fmt.Errorf("forget workspace %s: %w", ws.ID, err)
+	}
+	dones := make([]func(bool), len(recs))
+	for i, rec := range recs {
+		dones[i] = s.rt().Forget(ctx, ws, rec.ID)
+	}
+	err = s.cfg.Workspaces.Forget(ctx, ws)
+	for i, rec := range recs {
+		s.cached.drop(rec.ID)
+		dones[i](err == nil)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, rec := range recs {
+		delete(s.keys, rec.ID)
+		delete(s.mcp, rec.ID)
+		delete(s.members, rec.ID)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
 // Messages returns the session's history, oldest first.
 func (s *Service) Messages(ctx context.Context, wsID, sessionID string) ([]proto.Message, error) {
 	_, rec, err := s.LookupSettings(ctx, wsID, sessionID)

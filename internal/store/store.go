@@ -179,6 +179,11 @@ type Workspaces interface {
 	EnsureWorkspace(ctx context.Context, w Workspace) (ws Workspace, created bool, err error)
 	GetWorkspace(ctx context.Context, id string) (Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]Workspace, error) // oldest first
+	// DeleteWorkspace removes the workspace with everything it holds: its
+	// sessions with their messages, events, pending requests, approvals,
+	// attachments, prompt keys and checkpoint records, and its own log.
+	// ErrNotFound when there is no such workspace.
+	DeleteWorkspace(ctx context.Context, id string) error
 	// ReserveSeq raises the workspace's SeqReserved to upTo (never lowers it).
 	ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error
 	// SetRecoveredThrough raises the workspace's RecoveredThrough to seq

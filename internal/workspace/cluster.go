@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/tandem-dev/tandem/internal/apierr"
@@ -53,12 +54,31 @@ func (w *Workspace) follow() {
 // streams here end too, once they have the closing event, as the owner's
 // own do.
 func (w *Workspace) followed(e bus.Event) {
+	closing := e.Type == proto.EventWorkspaceClosing
+	if closing && closingReason(e.Data) == ReasonForgotten {
+		// Its owner forgot it: this node's copy goes too (before its
+		// streams hear of it), and its feed stops, off the feed's own
+		// callback.
+		w.m.unload(w)
+		w.m.background(w.unfollow)
+	}
 	w.log.mu.Lock()
 	w.log.local.Publish(e)
 	w.log.mu.Unlock()
-	if e.Type == proto.EventWorkspaceClosing {
+	if closing {
 		w.topic.Disconnect()
 	}
+}
+
+// closingReason is the reason a workspace.closing envelope gives.
+func closingReason(envelope []byte) string {
+	var ev struct {
+		Data proto.WorkspaceClosing `json:"data"`
+	}
+	if json.Unmarshal(envelope, &ev) != nil {
+		return ""
+	}
+	return ev.Data.Reason
 }
 
 func (w *Workspace) unfollow() {

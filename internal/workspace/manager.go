@@ -177,6 +177,38 @@ func (m *Manager) List(ctx context.Context) ([]proto.Workspace, error) {
 	return out, nil
 }
 
+// ReasonForgotten is the reason of the workspace.closing of a workspace
+// being forgotten (Forget): the other nodes of a cluster unload it then.
+const ReasonForgotten = "forgotten"
+
+// Forget closes ws (if open) and removes it from the store with
+// everything it holds, and from memory: afterwards it is not listed and
+// its id is not found. The caller fences its sessions first (see
+// session.Service.ForgetWorkspace).
+func (m *Manager) Forget(ctx context.Context, ws *Workspace) error {
+	ws.Close(ReasonForgotten)
+	err := m.cfg.Store.DeleteWorkspace(ctx, ws.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierr.Errorf(proto.CodeWorkspaceNotFound, "workspace %s not found", ws.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("forget workspace %s: %w", ws.ID, err)
+	}
+	m.unload(ws)
+	ws.closeFollower()
+	m.log.Info("workspace forgotten", "workspace_id", ws.ID, "path", ws.Path)
+	return nil
+}
+
+// unload drops ws from memory: the next Get of its id asks the store.
+func (m *Manager) unload(ws *Workspace) {
+	m.mu.Lock()
+	if m.loaded[ws.ID] == ws {
+		delete(m.loaded, ws.ID)
+	}
+	m.mu.Unlock()
+}
+
 // dirMissing reports whether path is gone (or is no longer a directory), so
 // that a list can tell a workspace deleted behind the server's back from a
 // closed one. Other errors (permissions) say nothing.

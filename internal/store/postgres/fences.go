@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tandem-dev/tandem/internal/apierr"
 	"github.com/tandem-dev/tandem/internal/store"
@@ -104,6 +105,21 @@ func (f *Fences) fenced1(workspaceID string, write func(s FencedStore) error) er
 func (f *Fences) lapsed(l Lease) bool {
 	cur, err := f.DB.GetLease(context.Background(), l.WorkspaceID)
 	return err == nil && cur.Owner == l.Owner && cur.Epoch == l.Epoch && !cur.Expires.IsZero()
+}
+
+// DeleteWorkspace implements store.Store: fenced when this node holds
+// the workspace's lease; else only while no other node holds it (the
+// cluster routes a forget to the owner, and does it here when there is
+// none).
+func (f *Fences) DeleteWorkspace(ctx context.Context, id string) error {
+	if _, err := f.of(id); err == nil {
+		return f.fenced1(id, func(s FencedStore) error { return s.DeleteWorkspace(ctx, id) })
+	}
+	l, err := f.DB.GetLease(ctx, id)
+	if err == nil && !l.Expires.IsZero() && time.Now().Before(l.Expires) {
+		return &notOwner{id}
+	}
+	return f.DB.DeleteWorkspace(ctx, id)
 }
 
 // ReserveSeq implements store.Store, fenced.

@@ -108,3 +108,44 @@ func TestFencesLapsedLeaseIsUnavailableNotLost(t *testing.T) {
 	require.Len(t, evs, 1)
 	assert.EqualValues(t, 2, evs[0].Seq)
 }
+
+// A workspace is forgotten by the node holding its lease, or by any node
+// while nobody holds it, never under another node's feet; its lease goes
+// with it, so no node renews or takes over a workspace that is gone.
+func TestFencesForgetWorkspace(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, pgtest.Database(t), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	ensure := func(path string) store.Workspace {
+		w, _, err := db.EnsureWorkspace(ctx, store.Workspace{ID: uuid.NewString(), Path: path, CreatedAt: time.Now().UTC()})
+		require.NoError(t, err)
+		return w
+	}
+	other, own := ensure("/other"), ensure("/own")
+	f := NewFences(db)
+
+	held, err := db.AcquireLease(ctx, other.ID, "node-b", time.Minute)
+	require.NoError(t, err)
+	err = f.DeleteWorkspace(ctx, other.ID)
+	require.ErrorIs(t, err, ErrLeaseLost, "node-b owns it")
+	assert.Equal(t, proto.CodeWorkspaceUnavailable, apierr.ErrorCode(err))
+	_, err = db.GetWorkspace(ctx, other.ID)
+	require.NoError(t, err, "refused, so kept")
+
+	require.NoError(t, db.ReleaseLease(ctx, held))
+	require.NoError(t, f.DeleteWorkspace(ctx, other.ID), "nobody owns it now")
+	_, err = db.GetWorkspace(ctx, other.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = db.GetLease(ctx, other.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "its lease went with it")
+
+	mine, err := db.AcquireLease(ctx, own.ID, "node-a", time.Minute)
+	require.NoError(t, err)
+	f.Hold(mine)
+	require.NoError(t, f.DeleteWorkspace(ctx, own.ID))
+	_, err = db.GetWorkspace(ctx, own.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = db.GetLease(ctx, own.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -100,6 +100,34 @@ func (v *view) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 	return out, nil
 }
 
+// DeleteWorkspace implements store.Store, in one statement, like
+// DeleteSession: the workspace row and, only when it was there, its
+// sessions and everything they and the workspace hold, and its lease (a
+// cluster's nodes then neither renew nor take it over).
+func (v *view) DeleteWorkspace(ctx context.Context, id string) error {
+	affected, err := v.write(ctx, stmt{sql: `
+		WITH target AS (SELECT id FROM workspaces WHERE id = $1),
+		s AS (SELECT id FROM sessions WHERE workspace_id IN (SELECT id FROM target)),
+		m AS (DELETE FROM messages WHERE session_id IN (SELECT id FROM s)),
+		a AS (DELETE FROM session_approvals WHERE session_id IN (SELECT id FROM s)),
+		r AS (DELETE FROM run_attachments WHERE session_id IN (SELECT id FROM s)),
+		i AS (DELETE FROM prompt_keys WHERE session_id IN (SELECT id FROM s)),
+		e AS (DELETE FROM events WHERE workspace_id IN (SELECT id FROM target)),
+		p AS (DELETE FROM pending WHERE workspace_id IN (SELECT id FROM target)),
+		k AS (DELETE FROM checkpoints WHERE workspace_id IN (SELECT id FROM target)),
+		l AS (DELETE FROM workspace_leases WHERE workspace_id IN (SELECT id FROM target)),
+		d AS (DELETE FROM sessions WHERE workspace_id IN (SELECT id FROM target))
+		DELETE FROM workspaces WHERE id IN (SELECT id FROM target)`,
+		args: []any{id}})
+	if err == nil && affected == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete workspace %s: %w", id, err)
+	}
+	return nil
+}
+
 // ReserveSeq implements store.Store; store.ErrNotFound when the workspace
 // does not exist.
 func (v *view) ReserveSeq(ctx context.Context, workspaceID string, upTo int64) error {

@@ -130,3 +130,36 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) 
 	}
 	return out, nil
 }
+
+// DeleteWorkspace implements store.Store. One transaction, like
+// DeleteSession: a crash leaves the workspace whole or gone.
+func (db *DB) DeleteWorkspace(ctx context.Context, id string) error {
+	err := inTx(ctx, db.writer, func(tx *sql.Tx) error {
+		// The session-keyed rows first, while the sessions still say
+		// which are the workspace's.
+		const ofSessions = `(SELECT id FROM sessions WHERE workspace_id = ?)`
+		for _, q := range []string{
+			`DELETE FROM messages WHERE session_id IN ` + ofSessions,
+			`DELETE FROM session_approvals WHERE session_id IN ` + ofSessions,
+			`DELETE FROM run_attachments WHERE session_id IN ` + ofSessions,
+			`DELETE FROM prompt_keys WHERE session_id IN ` + ofSessions,
+			`DELETE FROM events WHERE workspace_id = ?`,
+			`DELETE FROM pending WHERE workspace_id = ?`,
+			`DELETE FROM checkpoints WHERE workspace_id = ?`,
+			`DELETE FROM sessions WHERE workspace_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM workspaces WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		return rowsAffected(res)
+	})
+	if err != nil {
+		return fmt.Errorf("delete workspace %s: %w", id, err)
+	}
+	return nil
+}

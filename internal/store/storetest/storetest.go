@@ -64,6 +64,7 @@ var tests = []struct {
 	{"TimeRoundTrip", testTimeRoundTrip},
 	{"EnsureWorkspaceConcurrent", testEnsureWorkspaceConcurrent},
 	{"WorkspaceMarksOnlyRise", testWorkspaceMarksOnlyRise},
+	{"DeleteWorkspaceCascade", testDeleteWorkspaceCascade},
 	{"Sessions", testSessions},
 	{"UpdateSessionScopedToWorkspace", testUpdateSessionScopedToWorkspace},
 	{"TouchSessionOnlyMovesForward", testTouchSessionOnlyMovesForward},

@@ -55,9 +55,19 @@ export function WorkspacePicker({ state }: { state: AppState }) {
               <a href={`#/w/${w.id}`} class="ws-item">
                 <span class="path">{w.path}</span>
                 <span class="muted small">
-                  {w.open ? `open · ${w.clients} attached` : 'closed'}
+                  {w.missing ? 'missing: its directory is gone' : w.open ? `open · ${w.clients} attached` : 'closed'}
                 </span>
               </a>
+              {w.missing && state.me?.role === 'owner' && (
+                <button
+                  type="button"
+                  class="link small"
+                  aria-label={`Forget ${w.path}`}
+                  onClick={() => void c.forgetWorkspace(w.id)}
+                >
+                  forget
+                </button>
+              )}
             </li>
           ))}
           {state.workspaces.length === 0 && <li class="muted">No workspace yet.</li>}

@@ -78,3 +78,33 @@ test('the workspace picker tells each role where it may open a workspace', () =>
   expect(where({ token_id: 't', name: 'v', role: 'viewer' })).toContain('not open new ones');
   render(null, root);
 });
+
+test('the workspace picker offers an owner to forget a workspace whose directory is gone, and nobody else', () => {
+  const c = new Controller({ api: new Api('tok'), clientId: 'me', schedule: (f) => f(), route: { get: () => '', set: () => {} } });
+  const forgot: string[] = [];
+  c.forgetWorkspace = async (wid: string) => {
+    forgot.push(wid);
+  };
+  const root = document.createElement('div');
+  const workspaces = [
+    { id: 'gone', path: '/tmp/scratch', open: false, clients: 0, created_at: time(0), missing: true },
+    { id: 'here', path: '/src/app', open: false, clients: 0, created_at: time(0) },
+  ];
+  const show = (role: 'owner' | 'member') => {
+    render(
+      <Ctl.Provider value={c}>
+        <WorkspacePicker state={appState({ me: { token_id: 't', name: 'x', role }, workspaces })} />
+      </Ctl.Provider>,
+      root,
+    );
+    return [...root.querySelectorAll('.ws-list button')] as HTMLButtonElement[];
+  };
+  expect(root.textContent).toBe('');
+  expect(show('member')).toHaveLength(0);
+  expect(root.textContent).toContain('missing');
+  const buttons = show('owner');
+  expect(buttons.map((b) => b.getAttribute('aria-label'))).toEqual(['Forget /tmp/scratch']);
+  buttons[0].click();
+  expect(forgot).toEqual(['gone']);
+  render(null, root);
+});

@@ -95,6 +95,10 @@ export class Api {
   closeWorkspace(wid: string) {
     return this.request<void>('DELETE', `/v1/workspaces/${wid}`);
   }
+  /** Removes the workspace and all the server keeps of it (owner only). */
+  forgetWorkspace(wid: string) {
+    return this.request<void>('POST', `/v1/workspaces/${wid}/forget`);
+  }
   sessions(wid: string) {
     return this.request<{ sessions: Session[] }>('GET', `/v1/workspaces/${wid}/sessions`).then((r) => r.sessions);
   }

@@ -221,6 +221,16 @@ export class Controller {
     }
   }
 
+  /** Forgets a workspace (one whose directory is gone): it leaves the list. */
+  async forgetWorkspace(wid: string) {
+    try {
+      await this.api.forgetWorkspace(wid);
+    } catch (e) {
+      this.fail('Forget workspace', e);
+    }
+    void this.refreshWorkspaces();
+  }
+
   async openPath(path: string) {
     try {
       const ws = await this.api.openWorkspace(path.trim());

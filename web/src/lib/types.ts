@@ -46,6 +46,8 @@ export interface Workspace {
   created_at: string;
   /** the clients attached, with the person each belongs to (servers of contract v1.2). */
   attached?: { client_id: string; name: string; since: string }[];
+  /** its directory is gone (deleted behind the server's back): it can only be forgotten. */
+  missing?: boolean;
 }
 
 /** Who a token belongs to: GET /v1/me. */
