@@ -205,7 +205,7 @@ func TestRolesMatrix(t *testing.T) {
 		switch {
 		case c.method == "DELETE" && strings.Contains(c.path, "{sid}"):
 			sid = e.createSession(ws.ID, nil).ID
-		case c.method == "DELETE" && strings.Contains(c.path, "{wid}"):
+		case c.method == "DELETE" && strings.Contains(c.path, "{wid}"), strings.HasSuffix(c.path, "/forget"):
 			other := t.TempDir()
 			var w proto.Workspace
 			e.must(http.StatusCreated, "POST", "/v1/workspaces", proto.CreateWorkspaceRequest{Path: other}, &w)
