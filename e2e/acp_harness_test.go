@@ -29,16 +29,11 @@ var (
 )
 
 // tandemBinary builds the tandem command once per test process, with the
-// race detector, into a directory removed when the process ends.
+// race detector, beside the sandbox's helper (TestMain removes both).
 func tandemBinary(t testing.TB) string {
 	t.Helper()
 	tandemOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tandem-e2e-bin-")
-		if err != nil {
-			tandemErr = err
-			return
-		}
-		tandemBin = filepath.Join(dir, "tandem")
+		tandemBin = filepath.Join(filepath.Dir(sandboxHelper), "tandem-race")
 		if runtime.GOOS == "windows" {
 			tandemBin += ".exe"
 		}

@@ -924,7 +924,8 @@ func (f failing) Stream(context.Context, provider.Request, func(provider.Delta))
 
 // Cancel cancels the session's active run and every run accepted before now.
 func (c *Coordinator) Cancel(ctx context.Context, wsID, sessionID string) ([]string, error) {
-	ws, _, err := c.cfg.Sessions.Lookup(ctx, wsID, sessionID)
+	// From the cache when it can: a cancel is on the path whose tail counts.
+	ws, _, err := c.cfg.Sessions.LookupSettings(ctx, wsID, sessionID)
 	if err != nil {
 		return nil, err
 	}
