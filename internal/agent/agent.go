@@ -175,9 +175,9 @@ type Runner struct {
 	// provider.MaxRetryAfter. Tests shorten waits with it.
 	Backoff func(n int) time.Duration
 	// Slots bounds the runs computing at once (see package compute): a
-	// model step holds a slot while it builds its request and handles what
-	// its model streams, not while it waits for the model. Nil bounds
-	// nothing.
+	// model step holds a slot while it builds its request and while its
+	// model bursts, not while it waits for the model, nor while it
+	// publishes what a model that made it wait sent. Nil bounds nothing.
 	Slots  *compute.Slots
 	Logger *slog.Logger
 }

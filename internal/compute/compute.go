@@ -18,13 +18,19 @@
 // whose model streams back to back (a fast local server, a burst) keeps
 // its slot through the short waits between reads: letting it go at each
 // read would let every run in again.
+//
+// What comes after a long wait is read without a slot: a token the model
+// sent after thinking is published at once, never queued behind another
+// run's compute (100 sessions streaming beside busy runs waited up to
+// 250 ms for a slot to show a delta). Such a read is a few microseconds
+// of work. Only reads that keep finding the model's data ready (a burst)
+// are compute again, and wait for a slot.
 package compute
 
 import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -33,8 +39,6 @@ type Slots struct {
 	c chan struct{}
 	// patience is Patience; the fuzz target makes it endless.
 	patience time.Duration
-	// queued counts the holders waiting for a slot (see BeginWait).
-	queued atomic.Int64
 }
 
 // New returns n slots; n <= 0 means Default().
@@ -72,13 +76,13 @@ func Default() int {
 }
 
 func (s *Slots) acquire(ctx context.Context) bool {
+	// A free slot is taken even by work being canceled: a select with
+	// both ready would pick at random.
 	select {
 	case s.c <- struct{}{}:
 		return true
 	default:
 	}
-	s.queued.Add(1)
-	defer s.queued.Add(-1)
 	select {
 	case s.c <- struct{}{}:
 		return true
@@ -90,9 +94,9 @@ func (s *Slots) acquire(ctx context.Context) bool {
 func (s *Slots) release() { <-s.c }
 
 // A Holder is one piece of work's claim on a slot. It lets its slot go
-// while it waits long (BeginWait, EndWait) and takes one again after,
-// until Done. It stands for one goroutine's work: its waits must not
-// overlap.
+// while it waits long (BeginWait, EndWait) and goes on without one until
+// its reads burst, until Done. It stands for one goroutine's work: its
+// waits must not overlap.
 type Holder struct {
 	s   *Slots
 	ctx context.Context
@@ -105,13 +109,16 @@ type Holder struct {
 	done bool
 	// waiting is set during a wait, expired once it outlasted Patience.
 	waiting, expired bool
-	// waits counts the holder's waits; slow is set once one but the first
-	// (a model's time to answer at all) outlasted Patience: the model
-	// streams slowly, and from then on a wait lets the slot go at once
-	// when another holder waits for one.
-	waits int
-	slow  bool
+	// ready counts the short waits in a row of a holder without a slot:
+	// burstReads of them and the model bursts, which is compute.
+	ready int
 }
+
+// burstReads is how many reads in a row that find the model's data (nearly)
+// ready make a stream compute again: one or two are tokens that came while
+// the run was busy; a run of them is a burst (a fast model, after its time
+// to answer).
+const burstReads = 4
 
 func (h *Holder) releaseLocked() {
 	if h.held {
@@ -124,9 +131,6 @@ func (h *Holder) releaseLocked() {
 // one, or its context ends first (then it goes on without one: the work is
 // being canceled and must not wait).
 func (h *Holder) resume() {
-	if h == nil || h.s == nil {
-		return
-	}
 	h.mu.Lock()
 	if h.held || h.done {
 		h.mu.Unlock()
@@ -170,27 +174,12 @@ const Patience = 2 * time.Millisecond
 // BeginWait marks the start of a wait for something outside (the model,
 // over the network): should it last longer than Patience, the slot goes
 // to another holder. EndWait ends it.
-//
-// A holder whose model proved slow (a wait after its first outlasted
-// Patience) lets its slot go at once when another holder waits for one:
-// such a model sends a token every 10 ms or more, and a run that kept its
-// slot 2 ms after each one let a slot serve 500 tokens a second, so 100
-// runs streaming at once waited 200 ms for one to show a delta. A model
-// that streams back to back keeps Patience: handing its slot over at
-// each short wait let every run in again, and requests waited behind them.
 func (h *Holder) BeginWait() {
 	if h == nil || h.s == nil {
 		return
 	}
 	h.mu.Lock()
-	h.waits++
 	h.waiting, h.expired = true, false
-	if h.slow && h.s.queued.Load() > 0 {
-		h.expired = true
-		h.releaseLocked()
-		h.mu.Unlock()
-		return
-	}
 	if h.timer == nil {
 		h.timer = time.AfterFunc(h.s.patience, h.expire)
 	} else {
@@ -204,13 +193,14 @@ func (h *Holder) expire() {
 	defer h.mu.Unlock()
 	if h.waiting {
 		h.expired = true
-		h.slow = h.slow || h.waits > 1
 		h.releaseLocked()
 	}
 }
 
-// EndWait ends a wait BeginWait began, and takes a slot again if the wait
-// let the holder's go.
+// EndWait ends a wait BeginWait began. A holder that let its slot go goes
+// on without one, so that what the model sent after its long wait is
+// published at once; it waits for a slot again only once burstReads waits
+// in a row were short: the model bursts, and reading it is compute.
 func (h *Holder) EndWait() {
 	if h == nil || h.s == nil {
 		return
@@ -220,9 +210,20 @@ func (h *Holder) EndWait() {
 		h.timer.Stop()
 	}
 	h.waiting = false
-	expired := h.expired
+	take := false
+	switch {
+	case h.held || h.done:
+	case h.expired:
+		h.ready = 0
+	default:
+		h.ready++
+		if h.ready >= burstReads {
+			h.ready = 0
+			take = true
+		}
+	}
 	h.mu.Unlock()
-	if expired {
+	if take {
 		h.resume()
 	}
 }

@@ -39,10 +39,20 @@ func TestAtMostNCompute(t *testing.T) {
 				require.NoError(t, err)
 				compute()
 				From(hctx).BeginWait()
-				if (i+j)%3 == 0 {
+				thinks := (i+j)%3 == 0
+				if thinks {
 					time.Sleep(2 * Patience) // a model that thinks
 				}
 				From(hctx).EndWait()
+				if !thinks {
+					compute() // a short wait kept the slot
+				}
+				// After a long wait, what the model sent is published
+				// without a slot; only a burst of short waits computes.
+				for range burstReads {
+					From(hctx).BeginWait()
+					From(hctx).EndWait()
+				}
 				compute()
 				h.Done()
 			}
@@ -55,22 +65,22 @@ func TestAtMostNCompute(t *testing.T) {
 }
 
 // A run whose model thinks for longer than Patience lets another run
-// compute meanwhile, and takes a slot again before it goes on.
+// compute meanwhile, and goes on without waiting for it: what its model
+// sent is published at once.
 func TestALongWaitLetsAnotherRunIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New(1)
 		a, actx, err := s.Hold(t.Context())
 		require.NoError(t, err)
-		model := make(chan struct{})
-		var bHolds, bDone atomic.Bool
+		release := make(chan struct{})
+		var bHolds atomic.Bool
 		go func() {
 			b, _, err := s.Hold(t.Context())
 			if err != nil {
 				return
 			}
 			bHolds.Store(true)
-			<-model // b computes until a's model answers
-			bDone.Store(true)
+			<-release // b computes until told to stop
 			b.Done()
 		}()
 		From(actx).BeginWait()
@@ -79,11 +89,11 @@ func TestALongWaitLetsAnotherRunIn(t *testing.T) {
 		time.Sleep(Patience) // the model is still thinking
 		synctest.Wait()
 		assert.True(t, bHolds.Load(), "b computes while a waits")
-		close(model)
-		a.EndWait()
-		assert.True(t, bDone.Load(), "a went on only once b let the slot go")
-		assert.Equal(t, 1, len(s.c))
+		a.EndWait() // returns while b holds the only slot
+		assert.Equal(t, 1, len(s.c), "b's slot")
 		a.Done()
+		close(release)
+		synctest.Wait()
 		assert.Zero(t, len(s.c))
 	})
 }
@@ -115,11 +125,11 @@ func TestAShortWaitKeepsTheSlot(t *testing.T) {
 	})
 }
 
-// A run whose model streams slowly (a wait after its first outlasted
-// Patience) lets its slot go as soon as it waits again while another run
-// waits for one; with nobody waiting it keeps it through its patience, and
-// a run slow only to answer at all (its first wait) keeps Patience.
-func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
+// After a long wait a run reads its model's stream without a slot, even
+// while another run holds every slot, quick reads (tokens that came while
+// it was busy) included; a burst of quick reads is compute again and waits
+// for a slot, which it then keeps through short waits until a long one.
+func TestAStreamAfterALongWaitNeedsNoSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New(1)
 		a, actx, err := s.Hold(t.Context())
@@ -129,9 +139,7 @@ func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
 			time.Sleep(d)
 			From(actx).EndWait()
 		}
-		wait(2 * Patience) // the time to answer: not slow yet
-		wait(Patience / 2)
-		// another starts b, which waits for the slot; it holds it until
+		// another starts a run that waits for the slot and holds it until
 		// release is closed.
 		another := func() (holds *atomic.Bool, release chan struct{}) {
 			holds, release = new(atomic.Bool), make(chan struct{})
@@ -147,28 +155,47 @@ func TestASlowModelLetsTheSlotGoAtOnceWhenOthersWait(t *testing.T) {
 			return holds, release
 		}
 		bHolds, release := another()
-		From(actx).BeginWait()
+		wait(Patience / 2)
+		assert.False(t, bHolds.Load(), "a short wait keeps the slot")
+		wait(2 * Patience) // the model's time to answer
 		synctest.Wait()
-		assert.False(t, bHolds.Load(), "a's first long wait was its answer's; a keeps its patience")
-		time.Sleep(2 * Patience) // a wait after the first outlasts it: slow
+		assert.True(t, bHolds.Load(), "b took a's slot")
+		// b holds the slot from now on; a's stream goes on beside it.
+		for range 3 {
+			wait(Patience / 2)
+			wait(2 * Patience)
+		}
+		for range burstReads - 1 {
+			wait(Patience / 2)
+		}
+		assert.Equal(t, 1, len(s.c), "b's slot")
+		// One more quick read: a burst, which is compute.
+		var computes atomic.Bool
+		go func() {
+			wait(Patience / 2)
+			computes.Store(true)
+		}()
+		time.Sleep(Patience)
 		synctest.Wait()
-		assert.True(t, bHolds.Load())
+		assert.False(t, computes.Load(), "a burst waits for a slot")
 		close(release)
-		From(actx).EndWait()
-		assert.Equal(t, 1, len(s.c), "a again")
+		synctest.Wait()
+		assert.True(t, computes.Load())
+		assert.Equal(t, 1, len(s.c), "a's slot")
 
-		// Slow now: with nobody waiting, a wait keeps the slot...
-		From(actx).BeginWait()
+		// Streaming back to back, a keeps it; a long wait lets it go.
+		cHolds, release := another()
+		wait(Patience / 2)
 		synctest.Wait()
-		assert.Equal(t, 1, len(s.c))
+		assert.False(t, cHolds.Load())
+		From(actx).BeginWait()
+		time.Sleep(2 * Patience)
+		synctest.Wait()
+		assert.True(t, cHolds.Load())
 		From(actx).EndWait()
-		// ...and with someone waiting it goes at once.
-		bHolds, release = another()
-		From(actx).BeginWait()
-		synctest.Wait()
-		assert.True(t, bHolds.Load(), "no patience for a slow model while b waits")
 		close(release)
-		From(actx).EndWait()
+		synctest.Wait()
+		assert.Zero(t, len(s.c), "a goes on without a slot")
 		a.Done()
 		assert.Zero(t, len(s.c))
 	})
@@ -187,7 +214,11 @@ func TestACanceledRunDoesNotWaitForASlot(t *testing.T) {
 		b, _, err := s.Hold(t.Context()) // takes the slot a let go
 		require.NoError(t, err)
 		cancel()
-		a.EndWait() // returns without a slot
+		a.EndWait()
+		for range burstReads { // a burst, which would wait for a slot
+			a.BeginWait()
+			a.EndWait()
+		}
 		a.Done()
 		assert.Equal(t, 1, len(s.c), "b's slot, still b's")
 		_, _, err = s.Hold(ctx)
