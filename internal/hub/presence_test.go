@@ -84,9 +84,12 @@ func TestPresenceIsWrittenInBatches(t *testing.T) {
 		assert.Equal(t, opened+1, writes, "the burst goes in one write")
 		assert.Equal(t, want, seqs)
 
-		// A delta does not wait, and what waited before it goes first.
+		// A delta does not wait for presence (only for the end of the
+		// flush tick the last write began), and what waited before it
+		// goes first.
 		tp.Publish(ev(51, proto.EventClientAttached, "", false))
 		tp.Publish(ev(52, proto.EventMessageDelta, "s", false))
+		time.Sleep(DefaultFlushTick)
 		synctest.Wait()
 		writes, seqs = sink.state(t)
 		assert.Equal(t, opened+2, writes)
@@ -124,5 +127,64 @@ func TestPresenceWaitingWhenTheTopicCloses(t *testing.T) {
 		synctest.Wait()
 		after, _ := sink.state(t)
 		assert.Equal(t, writes, after)
+	})
+}
+
+// A stream of deltas takes at most one write per flush tick: deltas that
+// come one by one within a tick of a write go together at the tick's end,
+// in order; a delta after a quiet tick is written at once, and so is a kept
+// event, whenever it comes.
+func TestWritesAreCoalescedPerFlushTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := New(Config{Logger: quietLogger()})
+		defer h.Close()
+		tp := h.Topic("ws", 0, nil)
+		sink := &writeCounter{}
+		ctx, cancel := context.WithCancel(t.Context())
+		served := make(chan error, 1)
+		go func() { served <- tp.Serve(ctx, sink, &ServeOptions{ClientID: "c"}) }()
+		time.Sleep(DefaultFlushTick) // stream.opened was written a tick ago
+		synctest.Wait()
+		opened, _ := sink.state(t)
+
+		tp.Publish(ev(1, proto.EventMessageDelta, "s", false))
+		synctest.Wait()
+		writes, seqs := sink.state(t)
+		assert.Equal(t, opened+1, writes, "after a quiet tick, at once")
+		assert.Equal(t, []int64{1}, seqs)
+
+		step := DefaultFlushTick / 5
+		for seq := int64(2); seq <= 4; seq++ {
+			time.Sleep(step)
+			tp.Publish(ev(seq, proto.EventMessageDelta, "s", false))
+			synctest.Wait()
+		}
+		writes, _ = sink.state(t)
+		assert.Equal(t, opened+1, writes, "within the tick nothing more is written")
+		time.Sleep(DefaultFlushTick - 3*step)
+		synctest.Wait()
+		writes, seqs = sink.state(t)
+		assert.Equal(t, opened+2, writes, "the tick's deltas in one write")
+		assert.Equal(t, []int64{1, 2, 3, 4}, seqs)
+
+		// A kept event (the run's end) does not wait for the tick, and
+		// takes the delta waiting before it along.
+		tp.Publish(ev(5, proto.EventMessageDelta, "s", false))
+		synctest.Wait()
+		writes, _ = sink.state(t)
+		assert.Equal(t, opened+2, writes)
+		tp.Publish(ev(6, proto.EventRunCompleted, "s", true))
+		synctest.Wait()
+		writes, seqs = sink.state(t)
+		assert.Equal(t, opened+3, writes)
+		assert.Equal(t, []int64{1, 2, 3, 4, 5, 6}, seqs)
+		// ...and starts no tick: the next delta goes at once.
+		tp.Publish(ev(7, proto.EventMessageDelta, "s", false))
+		synctest.Wait()
+		writes, _ = sink.state(t)
+		assert.Equal(t, opened+4, writes)
+
+		cancel()
+		require.NoError(t, <-served)
 	})
 }

@@ -215,7 +215,11 @@ func (t *Topic) replayBacklog(ctx context.Context, s *subscriber, sw *streamWrit
 }
 
 // live writes queued frames until the stream ends. Each wake-up drains the
-// whole queue into one buffered write and one flush.
+// whole queue into one buffered write and one flush. A stream of deltas
+// takes at most one write per FlushTick: a wake-up within a tick of a write
+// of deltas only waits for the tick's end, so that all that comes
+// meanwhile goes in the same write; a kept event (a run's start or end, a
+// message) is written at once, and takes the deltas before it along.
 func (sw *streamWriter) live(ctx context.Context) error {
 	// The end of ctx wakes the writer like an event does, so an idle
 	// stream waits on one channel (a smaller frame than a select's).
@@ -226,10 +230,43 @@ func (sw *streamWriter) live(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if !sw.tickOut(ctx) {
+			return nil
+		}
 		if err := sw.drain(); err != nil {
 			return err
 		}
 	}
+}
+
+// tickOut waits for the end of the flush tick the last write of deltas
+// began, unless something urgent is queued or comes meanwhile. It reports
+// false when ctx ended.
+func (sw *streamWriter) tickOut(ctx context.Context) bool {
+	if sw.flushed.IsZero() {
+		return true
+	}
+	for !sw.s.hurried() {
+		wait := sw.h.cfg.FlushTick - time.Since(sw.flushed)
+		if wait <= 0 {
+			break
+		}
+		// Made on first use: a stream that never bursts holds no timer.
+		if sw.tick == nil {
+			sw.tick = time.NewTimer(wait)
+		} else {
+			sw.tick.Reset(wait)
+		}
+		select {
+		case <-sw.tick.C:
+		case <-sw.s.wake:
+			sw.tick.Stop()
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // drain writes the frames queued, then ends the stream if it must.
@@ -239,7 +276,7 @@ func (sw *streamWriter) drain() error {
 	// Let a publisher in the middle of a burst queue the rest of it first:
 	// one write for the burst instead of one per event.
 	runtime.Gosched()
-	batch, end := sw.s.take(sw.spare)
+	batch, urgent, end := sw.s.take(sw.spare)
 	if end != nil {
 		sw.timeout = min(sw.timeout, finalTimeout)
 	}
@@ -262,7 +299,14 @@ func (sw *streamWriter) drain() error {
 	if cap(sw.spare) > maxSpare {
 		sw.spare = nil
 	}
+	wrote := sw.wrote || (sw.buf != nil && len(*sw.buf) > 0)
 	err := sw.send()
+	// Only a write of deltas starts a tick: the first delta after a run
+	// started goes at once, the ones that follow it within the tick wait.
+	sw.flushed = time.Time{}
+	if wrote && !urgent && sw.h.cfg.FlushTick > 0 {
+		sw.flushed = time.Now()
+	}
 	if end != nil {
 		// The reason beats a failed best-effort flush.
 		if errors.Is(end, ErrEvicted) {
@@ -318,6 +362,10 @@ type streamWriter struct {
 
 	deadlineSet bool // for the current batch
 	wrote       bool // since the last flush
+	// flushed is when the last write of deltas only was flushed, zero if
+	// the last write had a kept event (see live).
+	flushed time.Time
+	tick    *time.Timer
 }
 
 func (sw *streamWriter) bytes() *[]byte {

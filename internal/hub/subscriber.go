@@ -40,7 +40,23 @@ type subscriber struct {
 	// under, and reset whenever the writer takes the queue.
 	behind time.Time
 	end    error // why the stream must end; set once
+	// urgent is set while the queue holds an event that must not wait for
+	// the writer's flush tick (see Config.FlushTick).
+	urgent bool
 }
+
+// urgency says how soon a queued event must be written.
+type urgency uint8
+
+const (
+	// later: with the next write, or once the topic wakes the writers
+	// (presence, see canWait); the writer is not woken for it.
+	later urgency = iota
+	// soon: within the writer's flush tick (a delta).
+	soon
+	// now: at once, with everything queued before it (a kept event).
+	now
+)
 
 func newSubscriber(session string) *subscriber {
 	return &subscriber{session: session, wake: make(chan struct{}, 1), idx: -1}
@@ -67,10 +83,10 @@ func (s *subscriber) signal() {
 // the first event after the grace. now caches the time across the streams
 // of one publish; it is read only for a stream over QueueBytes.
 //
-// With later set, the writer is not woken for e: a publisher that queues
-// an event that can wait (see Topic.Publish) wakes the writers later,
-// with whatever else came meanwhile.
-func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time, later bool) (evicted bool) {
+// when says how soon e must be written: for later the writer is not woken,
+// since a publisher that queues an event that can wait (see Topic.Publish)
+// wakes the writers later, with whatever else came meanwhile.
+func (s *subscriber) enqueue(e entry, cfg *Config, clock *time.Time, when urgency) (evicted bool) {
 	n := e.size()
 	s.mu.Lock()
 	if s.end != nil {
@@ -78,15 +94,15 @@ func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time, later bool) (
 		return false
 	}
 	if q := s.queued + n; s.queued > 0 && q > cfg.QueueBytes {
-		if now.IsZero() {
-			*now = time.Now()
+		if clock.IsZero() {
+			*clock = time.Now()
 		}
 		switch {
 		case q > cfg.MaxQueueBytes:
 			evicted = true
 		case s.behind.IsZero():
-			s.behind = *now
-		case now.Sub(s.behind) >= cfg.BurstGrace:
+			s.behind = *clock
+		case clock.Sub(s.behind) >= cfg.BurstGrace:
 			evicted = true
 		}
 	}
@@ -100,11 +116,20 @@ func (s *subscriber) enqueue(e entry, cfg *Config, now *time.Time, later bool) (
 	}
 	s.queue = append(s.queue, e)
 	s.queued += n
+	s.urgent = s.urgent || when == now
 	s.mu.Unlock()
-	if !later {
+	if when != later {
 		s.signal()
 	}
 	return false
+}
+
+// hurried reports whether the writer must write at once: an urgent event
+// is queued, or the stream must end.
+func (s *subscriber) hurried() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.urgent || s.end != nil
 }
 
 // pending reports whether frames wait in the queue.
@@ -139,16 +164,17 @@ func (s *subscriber) finish(err error) {
 }
 
 // take swaps the queue for spare (an emptied earlier batch, so a busy stream
-// reuses two slices instead of allocating) and returns the batch to write
-// and whether the stream must end.
-func (s *subscriber) take(spare []entry) ([]entry, error) {
+// reuses two slices instead of allocating) and returns the batch to write,
+// whether it holds an urgent event, and whether the stream must end.
+func (s *subscriber) take(spare []entry) (batch []entry, urgent bool, end error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	batch := s.queue
+	batch, urgent = s.queue, s.urgent
 	s.queue = spare[:0]
 	s.queued = 0
+	s.urgent = false
 	s.behind = time.Time{}
-	return batch, s.end
+	return batch, urgent, s.end
 }
 
 // ended returns why the stream must end, or nil.

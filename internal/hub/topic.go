@@ -71,11 +71,17 @@ func (t *Topic) Publish(e event.Event) {
 		t.ring.push(ringEntry{seq: e.Seq, session: e.SessionID, frame: frame})
 	}
 	ent := entry{seq: e.Seq, frame: frame}
-	later := canWait(e)
-	var now time.Time // read once, and only if a stream is behind
+	when := soon
+	switch {
+	case canWait(e):
+		when = later
+	case e.Kept:
+		when = now
+	}
+	var clock time.Time // read once, and only if a stream is behind
 	for i := 0; i < len(t.subs); {
 		s := t.subs[i]
-		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &now, later) {
+		if s.wants(e.SessionID) && s.enqueue(ent, &t.h.cfg, &clock, when) {
 			// Evicted: stop feeding it now rather than when its writer
 			// wakes up; removal moves another subscriber into slot i.
 			t.removeLocked(s)
@@ -83,7 +89,7 @@ func (t *Topic) Publish(e event.Event) {
 		}
 		i++
 	}
-	if later && !t.armed && len(t.subs) > 0 {
+	if when == later && !t.armed && len(t.subs) > 0 {
 		t.armed = true
 		if t.later == nil {
 			t.later = time.AfterFunc(t.h.cfg.PresenceDelay, t.wakeLater)
