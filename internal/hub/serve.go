@@ -303,8 +303,11 @@ func (sw *streamWriter) drain() error {
 	err := sw.send()
 	// Only a write of deltas starts a tick: the first delta after a run
 	// started goes at once, the ones that follow it within the tick wait.
-	sw.flushed = time.Time{}
-	if wrote && !urgent && sw.h.cfg.FlushTick > 0 {
+	switch {
+	case !wrote:
+	case urgent || sw.h.cfg.FlushTick <= 0:
+		sw.flushed = time.Time{}
+	default:
 		sw.flushed = time.Now()
 	}
 	if end != nil {
