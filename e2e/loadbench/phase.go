@@ -14,6 +14,7 @@ var ownPhases = []ownPhase{
 	historyPhase,
 	{name: "cluster", run: runCluster, metrics: clusterMetrics},
 	{name: "streams", run: runStreams, metrics: streamsMetrics},
+	idlePhase,
 }
 
 // phaseNames lists every phase -phase accepts.
