@@ -15,6 +15,7 @@ var ownPhases = []ownPhase{
 	{name: "cluster", run: runCluster, metrics: clusterMetrics},
 	{name: "streams", run: runStreams, metrics: streamsMetrics},
 	idlePhase,
+	transportsPhase,
 }
 
 // phaseNames lists every phase -phase accepts.
