@@ -38,3 +38,12 @@ func raiseFileLimit(need int) error {
 	}
 	return nil
 }
+
+// hardFileLimit is this process's hard limit on open files (0 if unknown).
+func hardFileLimit() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(lim.Max, 1<<30))
+}
