@@ -17,6 +17,8 @@ import (
 //	                TAG, so that answers differ as a real session's do)
 //	paced N GAP     N chunks GAP apart, each "@UNIXNANO;" stamped as it is sent
 //	hold            stamped chunks holdGap apart until the request ends
+//	bash COMMAND    a call of the bash tool running COMMAND, then, once its
+//	                result is back, a short answer
 //
 // A stamp lets a client measure a delta's delivery from the moment the
 // model sent it: the model and the clients share this process's clock.
@@ -35,7 +37,7 @@ func serveModel(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	prompt, err := lastPrompt(r.Body)
+	prompt, afterTool, err := lastPrompt(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -55,6 +57,14 @@ func serveModel(w http.ResponseWriter, r *http.Request) {
 	}
 	f := strings.Fields(prompt)
 	switch {
+	case afterTool:
+		if !send("done") {
+			return
+		}
+	case len(f) > 1 && f[0] == "bash":
+		args, _ := json.Marshal(map[string]string{"command": strings.TrimSpace(strings.TrimPrefix(prompt, "bash"))})
+		_, _ = io.WriteString(w, toolCall("bash", string(args)))
+		return
 	case len(f) == 3 && f[0] == "paced":
 		n, _ := strconv.Atoi(f[1])
 		gap, _ := time.ParseDuration(f[2])
@@ -104,8 +114,20 @@ func chunk(content string) string {
 	return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"content":` + string(c) + `},"finish_reason":null}]}` + "\n\n"
 }
 
-// lastPrompt is the text of the request's last user message.
-func lastPrompt(body io.Reader) (string, error) {
+// toolCall is a call of tool with the JSON arguments args, and the end of
+// the answer that asks for it.
+func toolCall(tool, args string) string {
+	call, _ := json.Marshal(map[string]any{"tool_calls": []any{map[string]any{
+		"index": 0, "id": "call_bench", "type": "function",
+		"function": map[string]string{"name": tool, "arguments": args},
+	}}})
+	return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":` + string(call) + `,"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n"
+}
+
+// lastPrompt is the text of the request's last user message, and whether
+// a tool's result came after it (the model is to answer it).
+func lastPrompt(body io.Reader) (prompt string, afterTool bool, err error) {
 	var req struct {
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -113,7 +135,10 @@ func lastPrompt(body io.Reader) (string, error) {
 		} `json:"messages"`
 	}
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return "", err
+		return "", false, err
+	}
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "tool" {
+		afterTool = true
 	}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
@@ -122,18 +147,18 @@ func lastPrompt(body io.Reader) (string, error) {
 		}
 		var text string
 		if json.Unmarshal(m.Content, &text) == nil {
-			return text, nil
+			return text, afterTool, nil
 		}
 		var parts []struct {
 			Text string `json:"text"`
 		}
 		if err := json.Unmarshal(m.Content, &parts); err != nil {
-			return "", err
+			return "", false, err
 		}
 		for _, p := range parts {
 			text += p.Text
 		}
-		return text, nil
+		return text, afterTool, nil
 	}
-	return "", nil
+	return "", afterTool, nil
 }

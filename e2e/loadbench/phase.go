@@ -14,6 +14,8 @@ var ownPhases = []ownPhase{
 	historyPhase,
 	{name: "cluster", run: runCluster, metrics: clusterMetrics},
 	{name: "streams", run: runStreams, metrics: streamsMetrics},
+	idlePhase,
+	transportsPhase,
 }
 
 // phaseNames lists every phase -phase accepts.

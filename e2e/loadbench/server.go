@@ -22,6 +22,9 @@ type server struct {
 	addr string // HOST:PORT
 	dir  string
 	exit chan error
+	// copilot receives the address of the Copilot SDK protocol's listener
+	// when the server was started with TANDEM_COPILOT_ADDR.
+	copilot chan string
 }
 
 const token = "loadbench-token"
@@ -54,13 +57,16 @@ func startServer(bin, modelURL string, env ...string) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s := &server{cmd: cmd, dir: dir, exit: make(chan error, 1)}
+	s := &server{cmd: cmd, dir: dir, exit: make(chan error, 1), copilot: make(chan string, 1)}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if u, ok := strings.CutPrefix(sc.Text(), "tandem listening on "); ok {
 				lines <- u
+			}
+			if a, ok := strings.CutPrefix(sc.Text(), "tandem serving the Copilot SDK protocol on "); ok {
+				s.copilot <- a
 			}
 		}
 		s.exit <- cmd.Wait()

@@ -74,7 +74,7 @@ func runStreams(cfg config, bin, modelURL string, res result) error {
 	// This process holds every client's connection, a witness per
 	// workspace and the REST client's.
 	if err := raiseFileLimit(sc.total + sc.workspaces + 256); err != nil {
-		return err
+		return fmt.Errorf("%w (-streams sets how many streams)", err)
 	}
 	srv, err := startServer(bin, modelURL)
 	if err != nil {
@@ -176,14 +176,20 @@ func (p *streamsBench) setup(root string) error {
 
 // openAll opens every client's stream, streamsOpenConcurrency at a time.
 func (p *streamsBench) openAll() error {
-	sem := make(chan struct{}, streamsOpenConcurrency)
-	errs := make([]error, len(p.clients))
+	return openStreams(p.srv.addr, p.clients, streamsOpenConcurrency)
+}
+
+// openStreams opens the stream of each of clients on the server at addr,
+// at most concurrency at a time.
+func openStreams(addr string, clients []*streamClient, concurrency int) error {
+	sem := make(chan struct{}, concurrency)
+	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
-	for i, cl := range p.clients {
+	for i, cl := range clients {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = cl.connect(p.srv.addr, false)
+			errs[i] = cl.connect(addr, false)
 		})
 	}
 	wg.Wait()
@@ -414,8 +420,9 @@ type streamClient struct {
 	session string // the session_id filter; "" for a witness
 	id      string // client_id, kept across reconnects
 
-	conn net.Conn
-	done chan struct{} // closed when the reader of conn ended
+	conn   net.Conn
+	done   chan struct{} // closed when the reader of conn ended
+	opened chan struct{} // closed when the first stream.opened was read
 
 	head   int64   // head_seq of the first stream.opened
 	last   int64   // the last seq read
@@ -461,7 +468,7 @@ func (l *latencies) get() *benchkit.Hist {
 }
 
 func newStreamClient(ws *streamsWorkspace, session string) *streamClient {
-	cl := &streamClient{ws: ws, session: session, id: uuid.NewString(), head: -1}
+	cl := &streamClient{ws: ws, session: session, id: uuid.NewString(), head: -1, opened: make(chan struct{})}
 	if session != "" && session == ws.streamSID {
 		cl.lat = &latencies{}
 	}
@@ -636,6 +643,7 @@ func (cl *streamClient) frame(f *frame) error {
 	case proto.EventStreamOpened:
 		if cl.head < 0 {
 			cl.head = f.head
+			close(cl.opened)
 		}
 		return nil
 	case proto.EventStreamReset, proto.EventStreamEvicted:
