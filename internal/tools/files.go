@@ -30,19 +30,7 @@ const OpenNonblock = openNonblock
 // with the context's error when ctx ends. truncated reports a walk that hit
 // the walk's bounds and saw only part of the tree.
 func (env Env) WalkFiles(ctx context.Context, fn func(File) error) (truncated bool, err error) {
-	sp, err := env.open()
-	if err != nil {
-		return false, err
-	}
-	defer sp.Close()
-	w := &walker{ctx: ctx, sp: sp, ign: sp.ignoreRulesFor(".")}
-	err = w.walk(".", func(e walkEntry) error {
-		if e.isDir() || (!e.typ.IsRegular() && e.typ&fs.ModeSymlink == 0) {
-			return nil
-		}
-		return fn(File{Rel: e.rel, Name: e.name, Dir: e.parent, Type: e.typ})
-	})
-	return w.stopped, err
+	return env.WalkFilesListed(ctx, fn, nil)
 }
 
 // OpenRoot opens the workspace root as an os.Root, symlinks in its own

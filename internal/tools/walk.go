@@ -38,6 +38,9 @@ type walker struct {
 	// ign, when set, skips what .gitignore files and .git hold; the walk
 	// adds each directory's .gitignore as it enters it.
 	ign *ignoreRules
+	// listed, when set, is given each directory's entries as read, with
+	// its root-relative slash path ("" for the root).
+	listed func(rel string, ents []fs.DirEntry)
 }
 
 // walkEntry is one entry found by a walk.
@@ -85,6 +88,9 @@ func (w *walker) dir(d *os.Root, parts []string, sub string, depth int, fn func(
 		return err
 	}
 	rel := strings.Join(parts, "/")
+	if w.listed != nil {
+		w.listed(rel, ents)
+	}
 	for _, de := range ents {
 		if err := w.ctx.Err(); err != nil {
 			return err
