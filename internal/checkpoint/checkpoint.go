@@ -2,9 +2,10 @@
 // (contract section 11). Each workspace has a shadow git repository in
 // the data dir, never in the workspace: a checkpoint is a commit of the
 // files a .gitignore-aware walk sees (what glob sees), so unchanged files
-// are shared between checkpoints by their content's hash. A stat cache
-// (size, modification time, mode) spares reading the files that did not
-// change since the previous snapshot, as git's index does.
+// are shared between checkpoints by their content's hash. An index kept
+// on disk beside it (index.go), as git's is, spares reading the files that
+// did not change since the previous snapshot, and writing the trees of the
+// directories where nothing changed.
 package checkpoint
 
 import (
@@ -17,7 +18,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +49,11 @@ var ErrTooBig = errors.New("the workspace is too big to record whole (too many e
 // MaxFileSize bounds the files a checkpoint records; a bigger one is
 // noted as there, unrecorded, and a rewind to it leaves it as it is.
 const MaxFileSize = 64 << 20
+
+// saveEvery is how often at most a snapshot writes the index to its
+// file: a file made per object already costs most of a snapshot where
+// little changed, and an older index is as true, only less complete.
+const saveEvery = 2 * time.Second
 
 // racyWindow is how recent a file's modification time may be for the
 // stat cache not to vouch for it: a write in the same clock tick as the
@@ -84,7 +92,11 @@ func (m *Manager) Repo(workspaceID, path string) (*Repo, error) {
 			return nil, fmt.Errorf("checkpoint repository: %w", err)
 		}
 	}
-	r := &Repo{dir: dir, env: tools.Env{Root: path}, st: st, stats: make(map[string]stat), known: make(map[plumbing.Hash]bool), fresh: make(map[plumbing.Hash]time.Time)}
+	objs, err := openObjects(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint repository: %w", err)
+	}
+	r := &Repo{dir: dir, env: tools.Env{Root: path}, st: st, objs: objs, stats: make(map[string]stat), known: make(map[plumbing.Hash]bool), fresh: make(map[plumbing.Hash]time.Time)}
 	m.repos[workspaceID] = r
 	return r, nil
 }
@@ -94,11 +106,26 @@ func (m *Manager) Repo(workspaceID, path string) (*Repo, error) {
 type Repo struct {
 	dir string
 	env tools.Env
-	st  *filesystem.Storage
+	// st reads the repository's objects; objs writes them.
+	st   *filesystem.Storage
+	objs *objectWriter
 
 	mu sync.Mutex
+	// loaded is set once the index was read from its file (or found
+	// missing or unusable): before the first snapshot, not at start.
+	loaded bool
 	// stats is the stat cache: what each file was when last hashed.
 	stats map[string]stat
+	// last are the files the last snapshot recorded, lastTree their
+	// tree, and trees the tree of each of their directories ("" the
+	// root); nil when not known (none since start, or collected).
+	last     map[string]entry
+	trees    map[string]plumbing.Hash
+	lastTree plumbing.Hash
+	// dirty is set when the index changed since it was last written, at
+	// saved.
+	dirty bool
+	saved time.Time
 	// known are objects known to be stored, so they are not asked for.
 	known map[plumbing.Hash]bool
 	// fresh are the commits this process made lately, by when: a commit
@@ -139,7 +166,8 @@ type entry struct {
 func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	files, err := r.scan(ctx, true, also)
+	listed := make(map[string][]fs.DirEntry)
+	files, err := r.scan(ctx, true, also, listed)
 	if err != nil {
 		return "", err
 	}
@@ -147,7 +175,7 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dark, err := r.dark(files)
+	dark, err := r.dark(files, listed)
 	if err != nil {
 		return "", err
 	}
@@ -162,11 +190,19 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 		TreeHash:  tree,
 		Committer: object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
 	}
-	obj := r.st.NewEncodedObject()
-	if err := c.Encode(obj); err != nil {
+	var obj plumbing.MemoryObject
+	if err := c.Encode(&obj); err != nil {
 		return "", err
 	}
-	h, err := r.st.SetEncodedObject(obj)
+	rd, err := obj.Reader()
+	if err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return "", err
+	}
+	h, err := r.write(plumbing.CommitObject, data)
 	if err != nil {
 		return "", fmt.Errorf("write checkpoint: %w", err)
 	}
@@ -174,17 +210,40 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 	if len(r.fresh) > 256 {
 		r.forgetStale()
 	}
+	if r.dirty && time.Since(r.saved) >= saveEvery {
+		// Not written, the index on disk is an older one, still true:
+		// only Collect removes objects, and it writes the index first.
+		// A snapshot after a restart hashes again what changed since.
+		if err := r.saveIndex(); err == nil {
+			r.dirty, r.saved = false, time.Now()
+		}
+	}
 	return h.String(), nil
 }
 
 // scan looks at the workspace's files: what the walk sees, and the files
 // of the commits in also it does not see. With write it stores their
 // contents and keeps the stat cache; without, it only hashes them, and
-// writes nothing (a look at a diff is a read).
-func (r *Repo) scan(ctx context.Context, write bool, also []string) (map[string]entry, error) {
-	files := make(map[string]entry)
-	truncated, err := r.env.WalkFiles(ctx, func(f tools.File) error {
-		e, ok, err := r.file(f, write)
+// writes nothing (a look at a diff is a read). When listed is not nil, it
+// gets the entries of each directory the walk read, by path.
+func (r *Repo) scan(ctx context.Context, write bool, also []string, listed map[string][]fs.DirEntry) (map[string]entry, error) {
+	r.loadIndex()
+	files := make(map[string]entry, len(r.last))
+	if listed == nil {
+		listed = make(map[string][]fs.DirEntry)
+	}
+	truncated, err := r.env.WalkFilesListed(ctx, func(f tools.File) error {
+		// The listing stat the entries of a directory opened in a root
+		// (os.ReadDir does, to type them there): that is the file's
+		// stat, with no other call.
+		var fi fs.FileInfo
+		ents := listed[parentDir(f.Rel)]
+		if i, ok := slices.BinarySearchFunc(ents, f.Name, func(e fs.DirEntry, name string) int {
+			return strings.Compare(e.Name(), name)
+		}); ok {
+			fi, _ = ents[i].Info()
+		}
+		e, ok, err := r.file(f, fi, write)
 		if err != nil {
 			return err
 		}
@@ -192,7 +251,7 @@ func (r *Repo) scan(ctx context.Context, write bool, also []string) (map[string]
 			files[f.Rel] = e
 		}
 		return nil
-	})
+	}, func(dir string, ents []fs.DirEntry) { listed[dir] = ents })
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", r.env.Root, err)
 	}
@@ -211,6 +270,7 @@ func (r *Repo) scan(ctx context.Context, write bool, also []string) (map[string]
 		for p := range r.stats {
 			if _, ok := files[p]; !ok {
 				delete(r.stats, p)
+				r.dirty = true
 			}
 		}
 	}
@@ -227,7 +287,7 @@ func (r *Repo) scanHidden(ctx context.Context, write bool, also []string, files 
 		if c == "" {
 			continue
 		}
-		then, err := r.files(c)
+		then, err := r.filesOf(c)
 		if err != nil {
 			return err
 		}
@@ -275,7 +335,7 @@ func (r *Repo) scanHidden(ctx context.Context, write bool, also []string, files 
 		if d == nil {
 			continue
 		}
-		e, ok, err := r.file(tools.File{Rel: p, Name: name, Dir: d}, write)
+		e, ok, err := r.file(tools.File{Rel: p, Name: name, Dir: d}, nil, write)
 		if err != nil {
 			return err
 		}
@@ -295,50 +355,83 @@ const darkKey = "dark "
 // directories, what is not a file. A file the snapshot does not record is
 // known not to have been there only at a path that is none of these, nor
 // below one: a rewind removes a file as added since only then (Plan).
-func (r *Repo) dark(files map[string]entry) ([]string, error) {
+func (r *Repo) dark(files map[string]entry, listed map[string][]fs.DirEntry) ([]string, error) {
 	lit := map[string]bool{"": true}
 	for p := range files {
-		for d := path.Dir(p); d != "." && !lit[d]; d = path.Dir(d) {
+		for d := parentDir(p); !lit[d]; d = parentDir(d) {
 			lit[d] = true
 		}
 	}
-	root, err := r.env.OpenRoot()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", r.env.Root, err)
-	}
-	defer root.Close()
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
 	var out []string
+	var rel []byte
 	for dir := range lit {
-		d := root
-		if dir != "" {
-			if d = openDir(root, dir); d == nil {
-				continue
-			}
-		}
-		f, err := d.Open(".")
 		var names []string
-		if err == nil {
-			names, err = f.Readdirnames(-1)
-			f.Close()
-		}
-		if d != root {
-			d.Close()
-		}
-		if err != nil {
-			continue
+		if ents, ok := listed[dir]; ok {
+			names = make([]string, len(ents))
+			for i, e := range ents {
+				names[i] = e.Name()
+			}
+		} else {
+			// A directory the walk did not read (ignored, holding a file
+			// only an older checkpoint's recorded): read now.
+			if root == nil {
+				var err error
+				if root, err = r.env.OpenRoot(); err != nil {
+					return nil, fmt.Errorf("snapshot %s: %w", r.env.Root, err)
+				}
+			}
+			names = readNames(root, dir)
 		}
 		for _, n := range names {
-			rel := n
+			rel = rel[:0]
 			if dir != "" {
-				rel = dir + "/" + n
+				rel = append(append(rel, dir...), '/')
 			}
-			if _, ok := files[rel]; !ok && !lit[rel] {
-				out = append(out, rel)
+			rel = append(rel, n...)
+			if _, ok := files[string(rel)]; !ok && !lit[string(rel)] {
+				out = append(out, string(rel))
 			}
 		}
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// readNames lists the directory at the slash-separated dir below root,
+// nothing when it is not one (see openDir) or cannot be read.
+func readNames(root *os.Root, dir string) []string {
+	d := root
+	if dir != "" {
+		if d = openDir(root, dir); d == nil {
+			return nil
+		}
+		defer d.Close()
+	}
+	f, err := d.Open(".")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return names
+}
+
+// baseName is the last element of the slash path p.
+func baseName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
+
+// parentDir is the slash path of the directory holding p, "" for the
+// root.
+func parentDir(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // darkOf returns the dark entries a commit recorded; ok is false for a
@@ -410,14 +503,17 @@ func openDir(root *os.Root, dir string) *os.Root {
 // removed.
 var unrecorded = entry{mode: filemode.Submodule}
 
-// file hashes one file, from the stat cache when it can vouch for it;
+// file hashes one file, from the stat cache when it can vouch for its
+// stat fi (nil: it is looked up);
 // ok is false for a file left out (gone, not a file any more). Without
 // write it stores nothing, and leaves the stat cache alone: the cache
 // vouches only for hashes whose objects are stored.
-func (r *Repo) file(f tools.File, write bool) (entry, bool, error) {
-	fi, err := f.Dir.Lstat(f.Name)
-	if err != nil {
-		return entry{}, false, nil
+func (r *Repo) file(f tools.File, fi fs.FileInfo, write bool) (entry, bool, error) {
+	if fi == nil {
+		var err error
+		if fi, err = f.Dir.Lstat(f.Name); err != nil {
+			return entry{}, false, nil
+		}
 	}
 	var mode filemode.FileMode
 	switch {
@@ -473,81 +569,139 @@ func (r *Repo) file(f tools.File, write bool) (entry, bool, error) {
 		return entry{}, false, err
 	}
 	r.stats[f.Rel] = stat{size: fi.Size(), mtime: mtime, ctime: ctime, ino: ino, mode: mode, hashed: now, hash: h}
+	r.dirty = true
 	return entry{mode: mode, hash: h}, true, nil
 }
 
-// write stores an object unless it is known to be there.
-func (r *Repo) write(typ plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
-	h := plumbing.ComputeHash(typ, data)
-	if r.known[h] {
-		return h, nil
+// dirNode is a directory whose tree a snapshot writes.
+type dirNode struct {
+	files []object.TreeEntry
+	dirs  []string // paths of its subdirectories
+}
+
+// writeTree stores the tree of files and returns its hash. Only the trees
+// of the directories on the path of a change since the last snapshot (of
+// all of them, when that is not known) are built and written again; the
+// other directories' are those of the index.
+func (r *Repo) writeTree(files map[string]entry) (plumbing.Hash, error) {
+	dirty := make(map[string]bool)
+	mark := func(p string) {
+		for d := p; ; {
+			d = parentDir(d)
+			if dirty[d] {
+				return
+			}
+			dirty[d] = true
+			if d == "" {
+				return
+			}
+		}
 	}
-	if r.st.HasEncodedObject(h) == nil {
-		r.known[h] = true
-		return h, nil
+	if r.trees == nil || r.last == nil {
+		r.trees = make(map[string]plumbing.Hash)
+		dirty[""] = true
+		for p := range files {
+			mark(p)
+		}
+	} else {
+		for p, e := range files {
+			if was, ok := r.last[p]; !ok || was != e {
+				mark(p)
+			}
+		}
+		for p := range r.last {
+			if _, ok := files[p]; !ok {
+				mark(p)
+			}
+		}
+		if len(dirty) == 0 {
+			r.last = files
+			return r.lastTree, nil
+		}
 	}
-	obj := r.st.NewEncodedObject()
-	obj.SetType(typ)
-	obj.SetSize(int64(len(data)))
-	w, err := obj.Writer()
+	nodes := make(map[string]*dirNode, len(dirty))
+	for d := range dirty {
+		nodes[d] = &dirNode{}
+	}
+	for p, e := range files {
+		if n := nodes[parentDir(p)]; n != nil {
+			n.files = append(n.files, object.TreeEntry{Name: baseName(p), Mode: e.mode, Hash: e.hash})
+		}
+	}
+	addSub := func(d string) {
+		if d == "" {
+			return
+		}
+		if n := nodes[parentDir(d)]; n != nil {
+			n.dirs = append(n.dirs, d)
+		}
+	}
+	for d := range r.trees {
+		addSub(d)
+	}
+	for d := range dirty {
+		if _, ok := r.trees[d]; !ok {
+			addSub(d)
+		}
+	}
+	var buf bytes.Buffer
+	var num [24]byte
+	var build func(d string) (plumbing.Hash, bool, error)
+	build = func(d string) (plumbing.Hash, bool, error) {
+		n := nodes[d]
+		if n == nil {
+			h, ok := r.trees[d]
+			return h, ok, nil
+		}
+		entries := n.files
+		for _, sub := range n.dirs {
+			h, ok, err := build(sub)
+			if err != nil {
+				return h, false, err
+			}
+			if ok {
+				entries = append(entries, object.TreeEntry{Name: baseName(sub), Mode: filemode.Dir, Hash: h})
+			}
+		}
+		if len(entries) == 0 && d != "" {
+			delete(r.trees, d)
+			return plumbing.ZeroHash, false, nil
+		}
+		sort.Sort(object.TreeEntrySorter(entries))
+		buf.Reset()
+		for _, e := range entries {
+			buf.Write(strconv.AppendUint(num[:0], uint64(e.Mode), 8))
+			buf.WriteByte(' ')
+			buf.WriteString(e.Name)
+			buf.WriteByte(0)
+			buf.Write(e.Hash[:])
+		}
+		h, err := r.write(plumbing.TreeObject, buf.Bytes())
+		if err != nil {
+			// What was written stays right; what was not is unknown.
+			r.trees, r.last, r.lastTree = nil, nil, plumbing.ZeroHash
+			return h, false, err
+		}
+		r.trees[d] = h
+		return h, true, nil
+	}
+	h, _, err := build("")
 	if err != nil {
 		return h, err
 	}
-	if _, err := w.Write(data); err != nil {
-		return h, err
-	}
-	if err := w.Close(); err != nil {
-		return h, err
-	}
-	if _, err := r.st.SetEncodedObject(obj); err != nil {
-		return h, fmt.Errorf("write checkpoint object: %w", err)
-	}
-	r.known[h] = true
+	r.last, r.lastTree, r.dirty = files, h, true
 	return h, nil
 }
 
-// dirNode is a directory of a tree being built.
-type dirNode struct {
-	files []object.TreeEntry
-	dirs  map[string]*dirNode
-}
-
-// writeTree stores the tree of files and returns its hash.
-func (r *Repo) writeTree(files map[string]entry) (plumbing.Hash, error) {
-	root := &dirNode{dirs: map[string]*dirNode{}}
-	for p, e := range files {
-		parts := strings.Split(p, "/")
-		d := root
-		for _, name := range parts[:len(parts)-1] {
-			next := d.dirs[name]
-			if next == nil {
-				next = &dirNode{dirs: map[string]*dirNode{}}
-				d.dirs[name] = next
-			}
-			d = next
+// filesOf is files, from the index when the commit's tree is the last
+// snapshot's (a run's end names its start, most often taken just before).
+func (r *Repo) filesOf(commit string) (map[string]entry, error) {
+	if r.last != nil {
+		if c, err := object.GetCommit(r.st, plumbing.NewHash(commit)); err == nil && c.TreeHash == r.lastTree {
+			return r.last, nil
 		}
-		d.files = append(d.files, object.TreeEntry{Name: parts[len(parts)-1], Mode: e.mode, Hash: e.hash})
 	}
-	return r.writeDir(root)
-}
-
-func (r *Repo) writeDir(d *dirNode) (plumbing.Hash, error) {
-	entries := d.files
-	for name, sub := range d.dirs {
-		h, err := r.writeDir(sub)
-		if err != nil {
-			return h, err
-		}
-		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
-	}
-	sort.Sort(object.TreeEntrySorter(entries))
-	var buf bytes.Buffer
-	for _, e := range entries {
-		fmt.Fprintf(&buf, "%o %s", e.Mode, e.Name)
-		buf.WriteByte(0)
-		buf.Write(e.Hash[:])
-	}
-	return r.write(plumbing.TreeObject, buf.Bytes())
+	return r.files(commit)
 }
 
 // files returns the files a commit recorded, by path.
@@ -654,7 +808,7 @@ func (r *Repo) DiffNow(ctx context.Context, from string) (*Plan, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	cur, err := r.scan(ctx, false, []string{from})
+	cur, err := r.scan(ctx, false, []string{from}, nil)
 	if err != nil {
 		return nil, "", err
 	}

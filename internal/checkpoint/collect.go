@@ -47,6 +47,11 @@ func (m *Manager) Has(workspaceID string) bool {
 func (m *Manager) Drop(workspaceID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if r := m.repos[workspaceID]; r != nil {
+		r.mu.Lock()
+		r.objs.close() // a late write fails; it does not make the repository again
+		r.mu.Unlock()
+	}
 	delete(m.repos, workspaceID)
 	if err := os.RemoveAll(filepath.Join(m.dir, workspaceID+".git")); err != nil {
 		return fmt.Errorf("remove checkpoint repository of %s: %w", workspaceID, err)
@@ -57,10 +62,12 @@ func (m *Manager) Drop(workspaceID string) error {
 // Collect removes the objects that neither a commit of live (those the
 // store's checkpoints name) nor a commit this process made lately reaches,
 // and gives what stays the data dir's modes (a repository made before
-// they were kept has go-git's). It returns how many objects it removed.
+// they were kept has go-git's). The index forgets what it removes, on
+// disk before any object goes. It returns how many objects it removed.
 func (r *Repo) Collect(live []string) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.loadIndex()
 	reached := make(map[plumbing.Hash]bool)
 	roots := make([]plumbing.Hash, 0, len(live)+len(r.fresh))
 	for _, c := range live {
@@ -91,6 +98,27 @@ func (r *Repo) Collect(live []string) (int, error) {
 			return 0, err
 		}
 	}
+	// Nothing may vouch for an object that is gone: the index is written
+	// without them before they go (or, failing that, removed).
+	for p, s := range r.stats {
+		if !reached[s.hash] {
+			delete(r.stats, p)
+			r.dirty = true
+		}
+	}
+	if r.last != nil && !reached[r.lastTree] {
+		r.last, r.trees, r.lastTree, r.dirty = nil, nil, plumbing.ZeroHash, true
+	}
+	if r.dirty {
+		if err := r.saveIndex(); err != nil {
+			if err := r.dropIndex(); err != nil {
+				return 0, fmt.Errorf("collect checkpoints: %w", err)
+			}
+		}
+		r.dirty = false
+	}
+	clear(r.known)
+	r.objs.forget()
 	removed := 0
 	objects := filepath.Join(r.dir, "objects")
 	err := filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
@@ -109,6 +137,9 @@ func (r *Repo) Collect(live []string) (int, error) {
 				removed++
 				return os.Remove(p)
 			}
+			if fi, err := d.Info(); err == nil && staleTemp(name, fi) {
+				return os.Remove(p)
+			}
 		}
 		if r.private {
 			return nil
@@ -120,13 +151,6 @@ func (r *Repo) Collect(live []string) (int, error) {
 	}
 	if err != nil {
 		return removed, fmt.Errorf("collect checkpoints: %w", err)
-	}
-	// Nothing may vouch for an object that is gone.
-	clear(r.known)
-	for p, s := range r.stats {
-		if !reached[s.hash] {
-			delete(r.stats, p)
-		}
 	}
 	return removed, nil
 }
