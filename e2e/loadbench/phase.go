@@ -16,6 +16,7 @@ var ownPhases = []ownPhase{
 	{name: "streams", run: runStreams, metrics: streamsMetrics},
 	idlePhase,
 	transportsPhase,
+	checkpointPhase,
 }
 
 // phaseNames lists every phase -phase accepts.

@@ -122,6 +122,9 @@ type Repo struct {
 	last     map[string]entry
 	trees    map[string]plumbing.Hash
 	lastTree plumbing.Hash
+	// lastCommit is the last snapshot's commit, of that tree and dark
+	// entries' blob (not kept on disk: a commit is cheap once).
+	lastCommit struct{ hash, tree, dark plumbing.Hash }
 	// dirty is set when the index changed since it was last written, at
 	// saved.
 	dirty bool
@@ -183,28 +186,9 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	msg := "checkpoint\n\n" + darkKey + darkHash.String() + "\n"
-	c := &object.Commit{
-		Author:    object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
-		Message:   msg,
-		TreeHash:  tree,
-		Committer: object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
-	}
-	var obj plumbing.MemoryObject
-	if err := c.Encode(&obj); err != nil {
-		return "", err
-	}
-	rd, err := obj.Reader()
+	h, err := r.commit(tree, darkHash)
 	if err != nil {
 		return "", err
-	}
-	data, err := io.ReadAll(rd)
-	if err != nil {
-		return "", err
-	}
-	h, err := r.write(plumbing.CommitObject, data)
-	if err != nil {
-		return "", fmt.Errorf("write checkpoint: %w", err)
 	}
 	r.fresh[h] = time.Now()
 	if len(r.fresh) > 256 {
@@ -219,6 +203,41 @@ func (r *Repo) Snapshot(ctx context.Context, also ...string) (string, error) {
 		}
 	}
 	return h.String(), nil
+}
+
+// commit stores the commit of a snapshot's tree and dark entries. The
+// last one's is named again when they are the same (nothing changed,
+// as before a run that follows another): two checkpoints of the same
+// files are one commit, and the snapshot writes nothing.
+func (r *Repo) commit(tree, darkHash plumbing.Hash) (plumbing.Hash, error) {
+	if r.lastCommit.tree == tree && r.lastCommit.dark == darkHash && r.known[r.lastCommit.hash] {
+		return r.lastCommit.hash, nil
+	}
+	msg := "checkpoint\n\n" + darkKey + darkHash.String() + "\n"
+	c := &object.Commit{
+		Author:    object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
+		Message:   msg,
+		TreeHash:  tree,
+		Committer: object.Signature{Name: "tandem", Email: "tandem@localhost", When: time.Now()},
+	}
+	var obj plumbing.MemoryObject
+	if err := c.Encode(&obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	rd, err := obj.Reader()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, err := r.write(plumbing.CommitObject, data)
+	if err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	r.lastCommit.hash, r.lastCommit.tree, r.lastCommit.dark = h, tree, darkHash
+	return h, nil
 }
 
 // scan looks at the workspace's files: what the walk sees, and the files

@@ -187,3 +187,25 @@ func TestCollectedObjectsLeaveTheIndex(t *testing.T) {
 		t.Errorf("log.txt = %q after a rewind", got)
 	}
 }
+
+// A snapshot of files that did not change since the last one (before a
+// run that follows another) writes nothing: it names the same commit.
+func TestUnchangedSnapshotWritesNothing(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, ws, "a.txt", "a\n")
+	writeFile(t, ws, "dir/b.txt", "b\n")
+	pastRacyWindow()
+	r := newRepo(t, ws)
+	first := snapshot(t, r)
+	n := objects(t, r.dir)
+	if again := snapshot(t, r); again != first {
+		t.Errorf("unchanged files recorded as %s, then %s", first, again)
+	}
+	if got := objects(t, r.dir); got != n {
+		t.Errorf("a snapshot of unchanged files wrote %d objects", got-n)
+	}
+	writeFile(t, ws, "dir/b.txt", "changed\n")
+	if snapshot(t, r) == first {
+		t.Error("a change recorded as the commit before it")
+	}
+}
