@@ -288,8 +288,10 @@ func (r *Repo) Apply(ctx context.Context, p *Plan) error {
 	if err != nil {
 		return err
 	}
+	r.loadIndex() // so that what it forgets here is forgotten on disk too
 	for _, c := range p.Changes {
 		delete(r.stats, c.Path)
+		r.dirty = true
 	}
 	for i, o := range ops {
 		// The failing step is undone too when it was begun: a file's
