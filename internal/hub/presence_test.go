@@ -49,18 +49,30 @@ func (w *writeCounter) state(t *testing.T) (int, []int64) {
 	return w.writes, seqs
 }
 
+// servedCounted serves a fresh topic to one stream written to a
+// writeCounter; stop ends the stream, checks that it ended cleanly, and
+// closes the hub.
+func servedCounted(t *testing.T) (tp *Topic, sink *writeCounter, stop func()) {
+	h := New(Config{Logger: quietLogger()})
+	tp = h.Topic("ws", 0, nil)
+	sink = &writeCounter{}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- tp.Serve(ctx, sink, &ServeOptions{ClientID: "c"}) }()
+	return tp, sink, func() {
+		cancel()
+		require.NoError(t, <-served)
+		h.Close()
+	}
+}
+
 // A burst of arrivals and departures (a reconnect storm) reaches each
 // stream in one write, within PresenceDelay, in order; an event that
 // cannot wait goes at once and takes the waiting ones along, in order.
 func TestPresenceIsWrittenInBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := New(Config{Logger: quietLogger()})
-		defer h.Close()
-		tp := h.Topic("ws", 0, nil)
-		sink := &writeCounter{}
-		ctx, cancel := context.WithCancel(t.Context())
-		served := make(chan error, 1)
-		go func() { served <- tp.Serve(ctx, sink, &ServeOptions{ClientID: "c"}) }()
+		tp, sink, stop := servedCounted(t)
+		defer stop()
 		synctest.Wait()
 		opened, _ := sink.state(t) // stream.opened
 
@@ -101,8 +113,6 @@ func TestPresenceIsWrittenInBatches(t *testing.T) {
 		writes, _ = sink.state(t)
 		assert.Equal(t, opened+2, writes)
 
-		cancel()
-		require.NoError(t, <-served)
 	})
 }
 
@@ -136,13 +146,8 @@ func TestPresenceWaitingWhenTheTopicCloses(t *testing.T) {
 // event, whenever it comes.
 func TestWritesAreCoalescedPerFlushTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := New(Config{Logger: quietLogger()})
-		defer h.Close()
-		tp := h.Topic("ws", 0, nil)
-		sink := &writeCounter{}
-		ctx, cancel := context.WithCancel(t.Context())
-		served := make(chan error, 1)
-		go func() { served <- tp.Serve(ctx, sink, &ServeOptions{ClientID: "c"}) }()
+		tp, sink, stop := servedCounted(t)
+		defer stop()
 		time.Sleep(DefaultFlushTick) // stream.opened was written a tick ago
 		synctest.Wait()
 		opened, _ := sink.state(t)
@@ -184,7 +189,5 @@ func TestWritesAreCoalescedPerFlushTick(t *testing.T) {
 		writes, _ = sink.state(t)
 		assert.Equal(t, opened+4, writes)
 
-		cancel()
-		require.NoError(t, <-served)
 	})
 }
