@@ -123,6 +123,13 @@ func (b *bench) checkpointSize(n int) error {
 		if err != nil {
 			return 0, err
 		}
+		// A write that failed would time a run that changed nothing.
+		if write {
+			got, err := os.ReadFile(filepath.Join(dir, "pkg000", "sub0", "file00000.go"))
+			if want := fmt.Sprintf("%d\n", seq); err != nil || string(got) != want {
+				return 0, fmt.Errorf("run %s: the file holds %q (%v), not %q: the write did not happen", id, got, err, want)
+			}
+		}
 		return done.Sub(start), nil
 	}
 	// The first checkpoint stores every file; then a few of each, warm.

@@ -107,6 +107,9 @@ func (c *rpcConn) write(msg any) error {
 	return err
 }
 
+// maxRPCMessage bounds a framed message: the phase's are a few KiB.
+const maxRPCMessage = 16 << 20
+
 func (c *rpcConn) read() (rpcMessage, error) {
 	var m rpcMessage
 	var body []byte
@@ -127,8 +130,8 @@ func (c *rpcConn) read() (rpcMessage, error) {
 				}
 			}
 		}
-		if n < 0 {
-			return m, fmt.Errorf("a message without Content-Length")
+		if n < 0 || n > maxRPCMessage {
+			return m, fmt.Errorf("a message without a Content-Length of at most %d bytes", maxRPCMessage)
 		}
 		body = make([]byte, n)
 		if _, err := io.ReadFull(c.r, body); err != nil {

@@ -177,7 +177,8 @@ func (h *httpTurns) close() { h.conn.Close() }
 
 // turn posts prompt and reads the stream until its run completed; a run
 // that failed, or a tool call that did, or ran under another sandbox
-// setting than the session's, fails it.
+// setting than the session's, fails it, and so does a run of a session
+// for bash calls that made none.
 func (h *httpTurns) turn(prompt string) (time.Duration, error) {
 	began := time.Now()
 	run, err := h.c.prompt(h.ws, h.sid, prompt)
@@ -186,6 +187,7 @@ func (h *httpTurns) turn(prompt string) (time.Duration, error) {
 	}
 	_ = h.conn.SetReadDeadline(time.Now().Add(runTimeout))
 	var typ string
+	called := false
 	for {
 		line, err := h.br.ReadBytes('\n')
 		if err != nil {
@@ -216,6 +218,7 @@ func (h *httpTurns) turn(prompt string) (time.Duration, error) {
 			if tf.IsError || tf.Sandbox != h.sandbox {
 				return 0, fmt.Errorf("run %s: %s ran under sandbox %q (want %q), error %v: %s", run, tf.Name, tf.Sandbox, h.sandbox, tf.IsError, tf.Content)
 			}
+			called = true
 			continue
 		}
 		var rc proto.RunCompleted
@@ -227,6 +230,9 @@ func (h *httpTurns) turn(prompt string) (time.Duration, error) {
 		}
 		if rc.Outcome != proto.OutcomeEndTurn {
 			return 0, fmt.Errorf("run %s ended %s: %+v", run, rc.Outcome, rc.Error)
+		}
+		if h.sandbox != "" && !called {
+			return 0, fmt.Errorf("run %s ended without the bash call it was to time", run)
 		}
 		return took, nil
 	}
@@ -248,8 +254,10 @@ func startACP(bin string, srv *server, cwd string) (*acpClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "acp", "--url", srv.url, "--token", token, "--data-dir", filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"))
+	cmd := exec.Command(bin, "acp", "--url", srv.url, "--data-dir", filepath.Join(dir, "data"))
+	// The token in the environment, not on the command line, which every
+	// user of the machine reads.
+	cmd.Env = append(os.Environ(), "TANDEM_TOKEN="+token, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"))
 	logf, err := os.Create(filepath.Join(dir, "acp.log"))
 	if err != nil {
 		os.RemoveAll(dir)

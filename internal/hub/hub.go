@@ -29,9 +29,9 @@ const (
 	DefaultHeartbeat    = 15 * time.Second
 	// DefaultPresenceDelay is short enough that a person does not see it.
 	DefaultPresenceDelay = 100 * time.Millisecond
-	// DefaultFlushTick lets a stream take a write at most every 2 ms: a
-	// model's burst (a fast local model's tokens, a tool's output in
-	// pieces) reaches a client in one write instead of one per event,
+	// DefaultFlushTick lets a stream of deltas take a write at most every
+	// 2 ms: a model's burst (a fast local model's tokens, a tool's output
+	// in pieces) reaches a client in one write instead of one per event,
 	// and a model streaming at 100 tokens a second is never held back.
 	DefaultFlushTick = 2 * time.Millisecond
 )
@@ -89,11 +89,12 @@ type Config struct {
 	// each stream writes a burst of them at once; a later event that
 	// cannot wait takes them along.
 	PresenceDelay time.Duration
-	// FlushTick is the least time between two writes to one stream: what
-	// comes meanwhile waits for the end of the tick and goes in the next
-	// write with everything else pending (write coalescing). An event
-	// after a quiet tick is written at once. 0 means DefaultFlushTick; a
-	// negative tick writes at every wake-up.
+	// FlushTick is the least time between a write of deltas (events not
+	// kept) to one stream and the next write: what comes meanwhile waits
+	// for the end of the tick and goes in the next write with everything
+	// else pending (write coalescing). A kept event does not wait and
+	// starts no tick, and an event after a quiet tick is written at once.
+	// 0 means DefaultFlushTick; a negative tick writes at every wake-up.
 	FlushTick time.Duration
 	// Logger receives stream errors; nil means slog.Default().
 	Logger *slog.Logger
